@@ -1,0 +1,3 @@
+module github.com/ringlimit/ringlimit
+
+go 1.25

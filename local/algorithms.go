@@ -1,0 +1,268 @@
+package local
+
+import (
+	"time"
+
+	"github.com/ringlimit/ringlimit"
+)
+
+// The decision functions. Each is pure: it reads the key's state and the time
+// (integer milliseconds since the Unix epoch), and, only when consume is set
+// and the hits are admitted, writes the new state. A denied call or a peek
+// leaves the state as it was. Every value stays below 2^51 for rules that
+// ringlimit.Rule.Validate accepts, so the Valkey scripts in remote/ compute
+// the same integers with Lua doubles.
+//
+// A clock that went backwards is clamped to the latest instant the state has
+// seen, so it never refills a bucket or reopens a window.
+
+// params is a validated rule in the units the algorithms use.
+type params struct {
+	limit  int64 // Rule.Limit
+	burst  int64 // Rule.Capacity(): Burst, or Limit when Burst is zero
+	window int64 // Rule.Window in ms
+}
+
+func paramsOf(r ringlimit.Rule) params {
+	return params{limit: r.Limit, burst: r.Capacity(), window: r.WindowMillis()}
+}
+
+// state is one key's state. The meaning of a, b and c depends on the algorithm:
+//
+//	TokenBucket, LeakyBucket: a = level, b = last update (ms)
+//	FixedWindow:              a = window index, b = count
+//	SlidingWindow:            a = window index, b = current count, c = previous count
+//	SlidingLog:               log (a, b, c unused)
+//
+// The zero state is a key with full capacity.
+type state struct {
+	a, b, c int64
+	log     *stampLog
+}
+
+func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+
+// ceilDiv is ⌈a/b⌉ for a ≥ 0, b > 0.
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// floorDiv is ⌊a/b⌋ for b > 0 (Go's / truncates toward zero).
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b < 0 {
+		q--
+	}
+	return q
+}
+
+// drain empties a bucket level by rate units per ms over elapsed ms.
+func drain(level, elapsed, rate int64) int64 {
+	if elapsed <= 0 {
+		return level
+	}
+	if elapsed >= ceilDiv(level, rate) {
+		return 0
+	}
+	return level - elapsed*rate
+}
+
+// The buckets share one representation: a level in units of 1/window of a hit
+// (a hit adds window units) that drains limit units per ms, which is exactly
+// limit hits per window with no rounding. level is the bucket's fill: the
+// token bucket holds burst·window − level tokens·window; the leaky bucket's
+// level/limit ms is how long until its queue is empty.
+
+// tokenBucket admits n hits iff level + n·window ≤ burst·window.
+func tokenBucket(s *state, p params, now, n int64, consume bool) (ringlimit.Decision, int64) {
+	t := max(now, s.b)
+	level := drain(s.a, t-s.b, p.limit)
+	full := p.burst * p.window
+	d := ringlimit.Decision{Limit: p.limit}
+	if level+n*p.window <= full {
+		d.Allowed = true
+		if consume {
+			level += n * p.window
+			s.a, s.b = level, t
+		}
+	} else {
+		d.RetryAfter = ms(ceilDiv(level+n*p.window-full, p.limit))
+	}
+	d.Remaining = max(0, (full-level)/p.window)
+	r := ceilDiv(level, p.limit)
+	d.ResetAfter = ms(r)
+	return d, t + r
+}
+
+// leakyBucket admits n hits iff the hits still waiting (⌊level/window⌋) plus n
+// fit in burst. The first admitted hit departs when the queue ahead of it has
+// drained: Delay = level/limit ms.
+func leakyBucket(s *state, p params, now, n int64, consume bool) (ringlimit.Decision, int64) {
+	t := max(now, s.b)
+	level := drain(s.a, t-s.b, p.limit)
+	d := ringlimit.Decision{Limit: p.limit}
+	if level/p.window+n <= p.burst {
+		d.Allowed = true
+		d.Delay = ms(ceilDiv(level, p.limit))
+		if consume {
+			level += n * p.window
+			s.a, s.b = level, t
+		}
+	} else {
+		// Wait until ⌊level/window⌋ ≤ burst − n, i.e. level ≤ (burst−n+1)·window − 1.
+		d.RetryAfter = ms(ceilDiv(level-(p.burst-n+1)*p.window+1, p.limit))
+	}
+	d.Remaining = max(0, p.burst-level/p.window)
+	r := ceilDiv(level, p.limit)
+	d.ResetAfter = ms(r)
+	return d, t + r
+}
+
+// fixedWindow admits n hits iff count + n ≤ limit in the current window.
+func fixedWindow(s *state, p params, now, n int64, consume bool) (ringlimit.Decision, int64) {
+	idx, t := floorDiv(now, p.window), now
+	if idx < s.a { // the clock went back: stay in the newest window seen
+		idx, t = s.a, s.a*p.window
+	}
+	count := int64(0)
+	if idx == s.a {
+		count = s.b
+	}
+	end := (idx + 1) * p.window
+	d := ringlimit.Decision{Limit: p.limit}
+	if count+n <= p.limit {
+		d.Allowed = true
+		if consume {
+			count += n
+			s.a, s.b = idx, count
+		}
+	} else {
+		d.RetryAfter = ms(end - t)
+	}
+	d.Remaining = max(0, p.limit-count)
+	if count == 0 {
+		return d, t
+	}
+	d.ResetAfter = ms(end - t)
+	return d, end
+}
+
+// slidingWindow admits n hits iff ⌊prev·(window−e)/window⌋ + cur + n ≤ limit,
+// where e is the time elapsed in the current window.
+func slidingWindow(s *state, p params, now, n int64, consume bool) (ringlimit.Decision, int64) {
+	w := p.window
+	idx, t := floorDiv(now, w), now
+	if idx < s.a {
+		idx, t = s.a, s.a*w
+	}
+	cur, prev := int64(0), int64(0)
+	switch idx - s.a {
+	case 0:
+		cur, prev = s.b, s.c
+	case 1:
+		prev = s.b
+	}
+	e := t - idx*w
+	used := prev*(w-e)/w + cur
+	d := ringlimit.Decision{Limit: p.limit}
+	if used+n <= p.limit {
+		d.Allowed = true
+		if consume {
+			cur += n
+			used += n
+			s.a, s.b, s.c = idx, cur, prev
+		}
+	} else {
+		d.RetryAfter = ms(slidingRetry(prev, cur, n, e, p.limit, w))
+	}
+	d.Remaining = max(0, p.limit-used)
+	r := slidingReset(prev, cur, e, w)
+	d.ResetAfter = ms(r)
+	return d, t + r
+}
+
+// firstFit is the least x in [0, w) with ⌊p·(w−x)/w⌋ ≤ r (r ≥ 0), or w if
+// there is none: p·(w−x) ≤ (r+1)·w − 1 ⇔ x ≥ ⌈(p·w − (r+1)·w + 1)/p⌉.
+func firstFit(p, r, w int64) int64 {
+	x := p*w - (r+1)*w + 1
+	if x <= 0 {
+		return 0
+	}
+	return min(ceilDiv(x, p), w)
+}
+
+// slidingRetry is how long after e (ms into the current window) n more hits
+// fit: later in this window as prev's weight fades, else in the next window
+// (where cur becomes prev), else at the start of the one after (where both
+// are gone).
+func slidingRetry(prev, cur, n, e, limit, w int64) int64 {
+	if room := limit - cur - n; room >= 0 {
+		if x := firstFit(prev, room, w); x < w {
+			return x - e
+		}
+	}
+	if x := firstFit(cur, limit-n, w); x < w {
+		return w - e + x
+	}
+	return 2*w - e
+}
+
+// slidingReset is how long after e until the weighted count is zero again.
+func slidingReset(prev, cur, e, w int64) int64 {
+	if cur > 0 {
+		return w - e + firstFit(cur, 0, w)
+	}
+	if prev == 0 {
+		return 0
+	}
+	return max(0, firstFit(prev, 0, w)-e)
+}
+
+// slidingLog admits n hits iff the stamps in (t−window, t] plus n ≤ limit.
+func slidingLog(s *state, p params, now, n int64, consume bool) (ringlimit.Decision, int64) {
+	l := s.log
+	t := now
+	if l != nil {
+		t = max(now, l.newest())
+		l.prune(t - p.window)
+	}
+	count := l.len()
+	d := ringlimit.Decision{Limit: p.limit}
+	if count+n <= p.limit {
+		d.Allowed = true
+		if consume && n > 0 {
+			if l == nil {
+				l = new(stampLog)
+				s.log = l
+			}
+			l.add(t, n, p.limit)
+			count += n
+		}
+	} else {
+		// The oldest count−(limit−n) stamps must leave the window first.
+		d.RetryAfter = ms(l.nth(count-(p.limit-n)) + p.window - t)
+	}
+	d.Remaining = max(0, p.limit-count)
+	if count == 0 {
+		return d, t
+	}
+	until := l.newest() + p.window
+	d.ResetAfter = ms(until - t)
+	return d, until
+}
+
+// decide runs the rule's algorithm on s for n hits at now (ms). consume is
+// false for a peek. It also returns the instant (ms) from which the state no
+// longer matters: from then on it decides exactly as an empty state would.
+func decide(s *state, alg ringlimit.Algorithm, p params, now, n int64, consume bool) (ringlimit.Decision, int64) {
+	switch alg {
+	case ringlimit.TokenBucket:
+		return tokenBucket(s, p, now, n, consume)
+	case ringlimit.LeakyBucket:
+		return leakyBucket(s, p, now, n, consume)
+	case ringlimit.FixedWindow:
+		return fixedWindow(s, p, now, n, consume)
+	case ringlimit.SlidingLog:
+		return slidingLog(s, p, now, n, consume)
+	default:
+		return slidingWindow(s, p, now, n, consume)
+	}
+}
