@@ -1,3 +1,5 @@
 module github.com/ringlimit/ringlimit
 
 go 1.25
+
+require go.uber.org/goleak v1.3.0 // indirect
