@@ -217,14 +217,16 @@ func slidingReset(prev, cur, e, w int64) int64 {
 }
 
 // slidingLog admits n hits iff the stamps in (t−window, t] plus n ≤ limit.
+// Only an admitted call changes the log (it drops the stamps that have left
+// the window and adds its own).
 func slidingLog(s *state, p params, now, n int64, consume bool) (ringlimit.Decision, int64) {
 	l := s.log
-	t := now
+	t, gone, count := now, int64(0), int64(0)
 	if l != nil {
 		t = max(now, l.newest())
-		l.prune(t - p.window)
+		gone = l.countUpTo(t - p.window)
+		count = l.total - gone
 	}
-	count := l.len()
 	d := ringlimit.Decision{Limit: p.limit}
 	if count+n <= p.limit {
 		d.Allowed = true
@@ -233,12 +235,13 @@ func slidingLog(s *state, p params, now, n int64, consume bool) (ringlimit.Decis
 				l = new(stampLog)
 				s.log = l
 			}
+			l.prune(t - p.window)
 			l.add(t, n, p.limit)
 			count += n
 		}
 	} else {
-		// The oldest count−(limit−n) stamps must leave the window first.
-		d.RetryAfter = ms(l.nth(count-(p.limit-n)) + p.window - t)
+		// The oldest count−(limit−n) stamps in the window must leave it first.
+		d.RetryAfter = ms(l.nth(gone+count-(p.limit-n)) + p.window - t)
 	}
 	d.Remaining = max(0, p.limit-count)
 	if count == 0 {

@@ -47,6 +47,19 @@ func (l *stampLog) prune(cutoff int64) {
 	}
 }
 
+// countUpTo counts the stamps at or before cutoff.
+func (l *stampLog) countUpTo(cutoff int64) int64 {
+	c := int64(0)
+	for i := 0; i < l.n; i++ {
+		v := l.slot(i)
+		if l.stamp(v) > cutoff {
+			break
+		}
+		c += int64(v & maxSlotCount)
+	}
+	return c
+}
+
 // nth returns the k-th oldest stamp, 1 ≤ k ≤ total.
 func (l *stampLog) nth(k int64) int64 {
 	for i := 0; i < l.n; i++ {

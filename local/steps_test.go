@@ -80,7 +80,7 @@ func TestSeedSlidingLog(t *testing.T) {
 func TestSeedSlidingWindowCounter(t *testing.T) {
 	rule := ringlimit.Rule{Algorithm: ringlimit.SlidingWindow, Limit: 7, Window: time.Minute}
 	// ResetAfter is when the weighted count reaches zero: with c hits in the
-	// current window, ⌈(c−1)·60000+1)/c⌉ ms into the next one (98.001 s after
+	// current window, ⌈((c−1)·60000+1)/c⌉ ms into the next one (98.001 s after
 	// 1:00:10 for 5 hits: ⌊5·11.999/60⌋ = 0).
 	runSteps(t, rule, []step{
 		{at: hms(0, 10), n: 5, allowed: true, remaining: 2, resetAfter: 98*time.Second + 1*ms},

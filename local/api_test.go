@@ -1,0 +1,316 @@
+package local_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ringlimit/ringlimit"
+	"github.com/ringlimit/ringlimit/internal/testclock"
+	"github.com/ringlimit/ringlimit/local"
+)
+
+var ctx = context.Background()
+
+var allAlgorithms = []ringlimit.Algorithm{
+	ringlimit.TokenBucket, ringlimit.LeakyBucket, ringlimit.FixedWindow, ringlimit.SlidingLog, ringlimit.SlidingWindow,
+}
+
+func TestBadInputRecordsNothing(t *testing.T) {
+	good := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: 2, Window: time.Second}
+	cases := []struct {
+		name string
+		key  string
+		rule ringlimit.Rule
+		n    int64
+		want error
+	}{
+		{"empty key", "", good, 1, ringlimit.ErrInvalidKey},
+		{"key over 4 KiB", strings.Repeat("k", ringlimit.MaxKeyLen+1), good, 1, ringlimit.ErrInvalidKey},
+		{"limit 0", "k", ringlimit.Rule{Limit: 0, Window: time.Second}, 1, ringlimit.ErrInvalidRule},
+		{"limit < 0", "k", ringlimit.Rule{Limit: -1, Window: time.Second}, 1, ringlimit.ErrInvalidRule},
+		{"window 0", "k", ringlimit.Rule{Limit: 1}, 1, ringlimit.ErrInvalidRule},
+		{"window < 0", "k", ringlimit.Rule{Limit: 1, Window: -time.Second}, 1, ringlimit.ErrInvalidRule},
+		{"window under 1ms", "k", ringlimit.Rule{Limit: 1, Window: time.Microsecond}, 1, ringlimit.ErrInvalidRule},
+		{"window not whole ms", "k", ringlimit.Rule{Limit: 1, Window: 1500 * time.Microsecond}, 1, ringlimit.ErrInvalidRule},
+		{"burst < 0", "k", ringlimit.Rule{Limit: 1, Window: time.Second, Burst: -1}, 1, ringlimit.ErrInvalidRule},
+		{"unknown algorithm", "k", ringlimit.Rule{Algorithm: 5, Limit: 1, Window: time.Second}, 1, ringlimit.ErrInvalidRule},
+		{"outside exact domain", "k", ringlimit.Rule{Limit: 1 << 30, Window: 24 * time.Hour}, 1, ringlimit.ErrInvalidRule},
+		{"burst outside exact domain", "k", ringlimit.Rule{Limit: 1, Burst: 1 << 40, Window: time.Hour}, 1, ringlimit.ErrInvalidRule},
+		{"sliding log window too long", "k", ringlimit.Rule{Algorithm: ringlimit.SlidingLog, Limit: 1, Window: 50 * 24 * time.Hour}, 1, ringlimit.ErrInvalidRule},
+		{"n < 0", "k", good, -1, ringlimit.ErrInvalidHits},
+		{"n over limit", "k", good, 3, ringlimit.ErrInvalidHits},
+		{"n over burst", "k", ringlimit.Rule{Limit: 10, Burst: 2, Window: time.Second}, 3, ringlimit.ErrInvalidHits},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			l := local.New(local.Config{})
+			d, err := l.AllowN(ctx, c.key, c.rule, c.n)
+			if !errors.Is(err, c.want) {
+				t.Fatalf("AllowN: err %v, want %v", err, c.want)
+			}
+			if d != (ringlimit.Decision{}) {
+				t.Fatalf("AllowN returned a decision with its error: %+v", d)
+			}
+			if c.n == 1 || c.want != ringlimit.ErrInvalidHits {
+				if _, err := l.Peek(ctx, c.key, c.rule); !errors.Is(err, c.want) {
+					t.Fatalf("Peek: err %v, want %v", err, c.want)
+				}
+			}
+			if k := l.Stats().Keys; k != 0 {
+				t.Fatalf("%d keys recorded after bad input", k)
+			}
+		})
+	}
+	l := local.New(local.Config{})
+	if err := l.Reset(ctx, ""); !errors.Is(err, ringlimit.ErrInvalidKey) {
+		t.Fatalf("Reset(\"\"): %v", err)
+	}
+}
+
+func TestValidateAcceptsTheRequiredDomain(t *testing.T) {
+	for _, w := range []time.Duration{time.Millisecond, time.Second, time.Hour, 24 * time.Hour} {
+		for _, alg := range allAlgorithms {
+			r := ringlimit.Rule{Algorithm: alg, Limit: 1_000_000, Burst: 1_000_000, Window: w}
+			if err := r.Validate(); err != nil {
+				t.Errorf("%+v: %v", r, err)
+			}
+		}
+	}
+}
+
+func TestParseAlgorithm(t *testing.T) {
+	for _, a := range allAlgorithms {
+		got, err := ringlimit.ParseAlgorithm(a.String())
+		if err != nil || got != a {
+			t.Errorf("ParseAlgorithm(%q) = %v, %v", a.String(), got, err)
+		}
+	}
+	if _, err := ringlimit.ParseAlgorithm("gcra"); !errors.Is(err, ringlimit.ErrInvalidRule) {
+		t.Errorf("ParseAlgorithm(gcra): %v", err)
+	}
+	if s := ringlimit.Algorithm(9).String(); s != "Algorithm(9)" {
+		t.Errorf("unknown algorithm prints %q", s)
+	}
+}
+
+// n = 0 is a Peek: it answers for one hit and records nothing.
+func TestZeroHitsIsPeek(t *testing.T) {
+	for _, alg := range allAlgorithms {
+		rule := ringlimit.Rule{Algorithm: alg, Limit: 1, Window: time.Minute}
+		l := local.New(local.Config{Clock: testclock.New(t0)})
+		for range 3 {
+			d, err := l.AllowN(ctx, "k", rule, 0)
+			if err != nil || !d.Allowed || d.Remaining != 1 {
+				t.Fatalf("%s: AllowN(0) = %+v, %v; want allowed, Remaining 1", alg, d, err)
+			}
+		}
+		if l.Stats().Keys != 0 {
+			t.Fatalf("%s: AllowN(0) recorded a key", alg)
+		}
+		if d, _ := l.AllowN(ctx, "k", rule, 1); !d.Allowed {
+			t.Fatalf("%s: the only hit was denied after peeks", alg)
+		}
+		if d, _ := l.AllowN(ctx, "k", rule, 0); d.Allowed || d.RetryAfter <= 0 {
+			t.Fatalf("%s: peek after the limit: %+v", alg, d)
+		}
+	}
+}
+
+func TestResetForgets(t *testing.T) {
+	for _, alg := range allAlgorithms {
+		rule := ringlimit.Rule{Algorithm: alg, Limit: 3, Window: time.Minute}
+		l := local.New(local.Config{Clock: testclock.New(t0)})
+		if d, _ := l.AllowN(ctx, "k", rule, 3); !d.Allowed {
+			t.Fatalf("%s: first 3 denied", alg)
+		}
+		if d, _ := l.AllowN(ctx, "k", rule, 1); d.Allowed {
+			t.Fatalf("%s: 4th admitted", alg)
+		}
+		if err := l.Reset(ctx, "k"); err != nil {
+			t.Fatal(err)
+		}
+		d, _ := l.AllowN(ctx, "k", rule, 3)
+		if !d.Allowed || d.Remaining != 0 {
+			t.Fatalf("%s: after Reset: %+v", alg, d)
+		}
+		if err := l.Reset(ctx, "never-seen"); err != nil {
+			t.Fatalf("Reset of an absent key: %v", err)
+		}
+	}
+}
+
+// A call under another algorithm or window starts the key afresh; one under a
+// new limit keeps counting.
+func TestRuleChanges(t *testing.T) {
+	l := local.New(local.Config{Clock: testclock.New(t0)})
+	fixed := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: 2, Window: time.Minute}
+	l.AllowN(ctx, "k", fixed, 2)
+	if d, _ := l.AllowN(ctx, "k", fixed, 1); d.Allowed {
+		t.Fatal("3rd admitted")
+	}
+	raised := fixed
+	raised.Limit = 3
+	if d, _ := l.AllowN(ctx, "k", raised, 1); !d.Allowed || d.Remaining != 0 {
+		t.Fatalf("limit raised to 3 after 2 hits: %+v, want allowed with Remaining 0", d)
+	}
+	log := ringlimit.Rule{Algorithm: ringlimit.SlidingLog, Limit: 2, Window: time.Minute}
+	if d, _ := l.AllowN(ctx, "k", log, 2); !d.Allowed {
+		t.Fatalf("new algorithm did not start afresh: %+v", d)
+	}
+	longer := log
+	longer.Window = time.Hour
+	if d, _ := l.AllowN(ctx, "k", longer, 2); !d.Allowed {
+		t.Fatalf("new window did not start afresh: %+v", d)
+	}
+	// A peek under another algorithm does not wipe the state.
+	if d, _ := l.Peek(ctx, "k", fixed); !d.Allowed || d.Remaining != 2 {
+		t.Fatalf("peek under another algorithm: %+v", d)
+	}
+	if d, _ := l.AllowN(ctx, "k", longer, 1); d.Allowed {
+		t.Fatalf("peek under another algorithm reset the key: %+v", d)
+	}
+}
+
+// Many goroutines on one key: exactly Limit pass.
+func TestConcurrentExactness(t *testing.T) {
+	for _, alg := range allAlgorithms {
+		rule := ringlimit.Rule{Algorithm: alg, Limit: 1000, Window: time.Hour}
+		l := local.New(local.Config{Clock: testclock.New(t0)})
+		var admitted atomic.Int64
+		var wg sync.WaitGroup
+		for g := range 32 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 100 {
+					if d, _ := l.AllowN(ctx, "hot", rule, 1); d.Allowed {
+						admitted.Add(1)
+					}
+					l.AllowN(ctx, fmt.Sprint("cold", g), rule, 1)
+				}
+			}()
+		}
+		wg.Wait()
+		if got := admitted.Load(); got != 1000 {
+			t.Errorf("%s: %d admitted of 3200, want exactly 1000", alg, got)
+		}
+	}
+}
+
+func TestLRUEviction(t *testing.T) {
+	clk := testclock.New(t0)
+	l := local.New(local.Config{MaxKeys: 100, Clock: clk})
+	rule := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: 1, Window: time.Hour}
+	for i := range 100 {
+		l.AllowN(ctx, fmt.Sprint("k", i), rule, 1)
+	}
+	// Use k0 so that k1 is now the least recently used.
+	if d, _ := l.AllowN(ctx, "k0", rule, 1); d.Allowed {
+		t.Fatal("k0 admitted twice")
+	}
+	l.AllowN(ctx, "k100", rule, 1)
+	st := l.Stats()
+	if st.Keys != 100 || st.Evicted != 1 || st.EvictedLive != 1 {
+		t.Fatalf("stats after one eviction: %+v", st)
+	}
+	if d, _ := l.AllowN(ctx, "k0", rule, 1); d.Allowed {
+		t.Fatal("k0 (recently used) was evicted")
+	}
+	if d, _ := l.AllowN(ctx, "k1", rule, 1); !d.Allowed {
+		t.Fatal("k1 (least recently used) was not evicted")
+	}
+}
+
+// Idle keys whose state no longer matters are dropped by the sweep that runs
+// as other keys come in, and are not counted as live evictions.
+func TestIdleKeysExpire(t *testing.T) {
+	clk := testclock.New(t0)
+	l := local.New(local.Config{MaxKeys: 1000, Clock: clk})
+	rule := ringlimit.Rule{Algorithm: ringlimit.TokenBucket, Limit: 10, Window: time.Second}
+	for i := range 500 {
+		l.AllowN(ctx, fmt.Sprint("old", i), rule, 1)
+	}
+	clk.Advance(100 * time.Millisecond) // exactly when one hit has refilled
+	for i := range 500 {
+		l.AllowN(ctx, fmt.Sprint("new", i), rule, 1)
+	}
+	st := l.Stats()
+	if st.Expired != 500 || st.Keys != 500 || st.EvictedLive != 0 {
+		t.Fatalf("stats: %+v, want 500 expired, 500 held", st)
+	}
+	// A key whose state still matters is not dropped as idle.
+	l2 := local.New(local.Config{MaxKeys: 1000, Clock: clk})
+	for i := range 500 {
+		l2.AllowN(ctx, fmt.Sprint("old", i), rule, 1)
+	}
+	clk.Advance(99 * time.Millisecond)
+	for i := range 500 {
+		l2.AllowN(ctx, fmt.Sprint("new", i), rule, 1)
+	}
+	if st := l2.Stats(); st.Expired != 0 || st.Keys != 1000 {
+		t.Fatalf("live keys expired: %+v", st)
+	}
+}
+
+// The log keeps stamps as 32-bit offsets; spans longer than that rebase.
+func TestSlidingLogLongWindow(t *testing.T) {
+	clk := testclock.New(t0)
+	l := local.New(local.Config{Clock: clk})
+	rule := ringlimit.Rule{Algorithm: ringlimit.SlidingLog, Limit: 3, Window: ringlimit.MaxLogWindow}
+	step := ringlimit.MaxLogWindow / 2
+	for i := range 7 {
+		d, _ := l.AllowN(ctx, "k", rule, 1)
+		// Stamps live a whole window: at most 3 in any span of it.
+		if !d.Allowed {
+			t.Fatalf("hit %d denied: %+v", i, d)
+		}
+		if i >= 1 {
+			if d2, _ := l.AllowN(ctx, "k", rule, 2); d2.Allowed {
+				t.Fatalf("hit %d: 2 more admitted with 2 stamps in the window", i)
+			}
+		}
+		clk.Advance(step)
+	}
+}
+
+// A clock that jumps back neither panics nor admits more.
+func TestClockBackwards(t *testing.T) {
+	for _, alg := range allAlgorithms {
+		clk := testclock.New(t0)
+		l := local.New(local.Config{Clock: clk})
+		rule := ringlimit.Rule{Algorithm: alg, Limit: 5, Window: time.Minute}
+		l.AllowN(ctx, "k", rule, 5)
+		clk.Set(t0.Add(-10 * time.Minute))
+		if d, _ := l.AllowN(ctx, "k", rule, 1); d.Allowed {
+			t.Errorf("%s: admitted after the clock went back 10 minutes", alg)
+		}
+		clk.Set(time.Unix(0, 0))
+		if d, _ := l.AllowN(ctx, "k", rule, 1); d.Allowed {
+			t.Errorf("%s: admitted at the epoch", alg)
+		}
+	}
+}
+
+// The owned-key path allocates nothing.
+func TestAllowNAllocatesNothing(t *testing.T) {
+	for _, alg := range allAlgorithms {
+		clk := testclock.New(t0)
+		l := local.New(local.Config{Clock: clk})
+		rule := ringlimit.Rule{Algorithm: alg, Limit: 100, Window: time.Second}
+		l.AllowN(ctx, "hot", rule, 1)
+		allocs := testing.AllocsPerRun(1000, func() {
+			clk.Advance(time.Millisecond)
+			l.AllowN(ctx, "hot", rule, 1)
+			l.Peek(ctx, "hot", rule)
+		})
+		if allocs != 0 {
+			t.Errorf("%s: %v allocs per AllowN+Peek on an existing key", alg, allocs)
+		}
+	}
+}
