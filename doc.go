@@ -31,8 +31,8 @@
 //   - TokenBucket: Burst tokens (Limit when Burst is 0), refilled continuously
 //     at Limit per Window; a hit takes a token; bursts pass at once.
 //   - LeakyBucket: a queue of Burst that lets one hit out every
-//     T = Window/Limit. A call's first hit departs at max(now, previous slot
-//     + T), the rest T apart; it is admitted iff the hits still waiting plus n
+//     T = Window/Limit. A call's first hit departs at
+//     max(now, previous slot + T), the rest T apart; it is admitted iff the hits still waiting plus n
 //     fit in Burst. Delay is its first hit's slot − now: callers who wait it
 //     reach the backend at a steady rate.
 //   - FixedWindow: Limit hits per window; windows start at multiples of Window

@@ -10,7 +10,7 @@ import (
 )
 
 func Example() {
-	l := local.New(local.Config{}) // up to 1<<20 keys, system clock
+	l := local.New(local.Config{}) // up to 1<<20 keys, the system clock
 	rule := ringlimit.Rule{Algorithm: ringlimit.SlidingLog, Limit: 3, Window: time.Minute}
 
 	for i := range 4 {
@@ -28,18 +28,23 @@ func Example() {
 	// attempt 4: allowed=false remaining=0 retry in about 1m0s
 }
 
+// frozen is a clock that stands still, so the example's output is exact.
+type frozen struct{ t time.Time }
+
+func (f frozen) Now() time.Time { return f.t }
+
 // The leaky bucket smooths bursts: wait out Delay before acting, and the
 // calls reach the backend at a steady rate.
 func Example_leakyBucket() {
-	l := local.New(local.Config{})
+	l := local.New(local.Config{Clock: frozen{time.Now()}})
 	rule := ringlimit.Rule{Algorithm: ringlimit.LeakyBucket, Limit: 10, Window: time.Second, Burst: 3}
 	for range 4 {
 		d, _ := l.AllowN(context.Background(), "backend", rule, 1)
-		fmt.Printf("allowed=%v delay≈%s\n", d.Allowed, d.Delay.Round(100*time.Millisecond))
+		fmt.Printf("allowed=%v delay=%s retry=%s\n", d.Allowed, d.Delay, d.RetryAfter)
 	}
 	// Output:
-	// allowed=true delay≈0s
-	// allowed=true delay≈100ms
-	// allowed=true delay≈200ms
-	// allowed=false delay≈0s
+	// allowed=true delay=0s retry=0s
+	// allowed=true delay=100ms retry=0s
+	// allowed=true delay=200ms retry=0s
+	// allowed=false delay=0s retry=1ms
 }
