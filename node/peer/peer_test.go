@@ -1,0 +1,358 @@
+package peer
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/ringlimit/ringlimit"
+	"github.com/ringlimit/ringlimit/internal/testclock"
+	"github.com/ringlimit/ringlimit/local"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var secret = []byte("0123456789abcdef")
+
+func listen(t testing.TB) net.Listener {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}
+
+// startServer serves a local limiter and returns it with the server.
+func startServer(t testing.TB, key []byte) (*Server, *local.Limiter) {
+	l := local.New(local.Config{Clock: testclock.New(time.Now())}) // time stands still
+	s := Serve(listen(t), ServerConfig{Secret: key, Handler: LimiterHandler{l}})
+	t.Cleanup(func() { s.Close() })
+	return s, l
+}
+
+func newClient(t testing.TB, addr string, key []byte, timeout time.Duration) *Client {
+	c := NewClient(ClientConfig{Addr: addr, Secret: key, Timeout: timeout})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+var rule = ringlimit.Rule{Algorithm: ringlimit.LeakyBucket, Limit: 10, Window: time.Second, Burst: 3}
+
+func TestRoundTrip(t *testing.T) {
+	s, l := startServer(t, secret)
+	c := newClient(t, s.Addr().String(), secret, time.Second)
+	ctx := context.Background()
+	for i := range 4 {
+		res, err := c.Do(ctx, &Request{Op: OpAllow, Key: "k", Rule: rule, N: 1})
+		if err != nil || res.Err != nil {
+			t.Fatalf("call %d: %v, %v", i, err, res.Err)
+		}
+		if want := i < 3; res.Decision.Allowed != want {
+			t.Fatalf("call %d: %+v", i, res.Decision)
+		}
+		if i == 1 && res.Decision.Delay < 90*time.Millisecond {
+			t.Fatalf("call 1 lost its Delay: %+v", res.Decision)
+		}
+	}
+	// The owner's state is the one that was used.
+	if d, _ := l.Peek(ctx, "k", rule); d.Remaining != 0 {
+		t.Fatalf("owner state: %+v", d)
+	}
+	// Bad input comes back as the sentinel.
+	res, err := c.Do(ctx, &Request{Op: OpAllow, Key: "k", Rule: rule, N: 99})
+	if err != nil || !errors.Is(res.Err, ringlimit.ErrInvalidHits) {
+		t.Fatalf("n over burst: %v, %v", err, res.Err)
+	}
+	res, err = c.Do(ctx, &Request{Op: OpReset, Key: "k"})
+	if err != nil || res.Err != nil {
+		t.Fatalf("reset: %v, %v", err, res.Err)
+	}
+	if d, _ := l.Peek(ctx, "k", rule); d.Remaining != 3 {
+		t.Fatalf("after a forwarded reset: %+v", d)
+	}
+}
+
+func TestConcurrentCallsAreExact(t *testing.T) {
+	s, _ := startServer(t, secret)
+	c := newClient(t, s.Addr().String(), secret, 5*time.Second)
+	r := ringlimit.Rule{Algorithm: ringlimit.SlidingLog, Limit: 500, Window: time.Hour}
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 50 {
+				res, err := c.Do(context.Background(), &Request{Op: OpAllow, Key: "hot", Rule: r, N: 1})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if res.Decision.Allowed {
+					admitted.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if got := admitted.Load(); got != 500 {
+		t.Fatalf("%d admitted of 1600, want 500", got)
+	}
+}
+
+func TestAuthentication(t *testing.T) {
+	s, _ := startServer(t, secret)
+	for _, tc := range []struct {
+		name string
+		key  []byte
+	}{{"wrong secret", []byte("fedcba9876543210")}, {"no secret", nil}} {
+		c := newClient(t, s.Addr().String(), tc.key, time.Second)
+		_, err := c.Do(context.Background(), &Request{Op: OpAllow, Key: "k", Rule: rule, N: 1})
+		if !errors.Is(err, ErrAuth) {
+			t.Errorf("%s: err %v, want ErrAuth", tc.name, err)
+		}
+	}
+	// A client that holds the secret is not fooled by a server without it.
+	impostor, _ := startServer(t, []byte("fedcba9876543210"))
+	c := newClient(t, impostor.Addr().String(), secret, time.Second)
+	if _, err := c.Do(context.Background(), &Request{Op: OpAllow, Key: "k", Rule: rule, N: 1}); !errors.Is(err, ErrAuth) {
+		t.Errorf("impostor server: err %v, want ErrAuth", err)
+	}
+	// A connection that skips the handshake is closed before any frame is
+	// served.
+	nc, err := net.Dial("tcp", s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	frame := appendRequest(nil, 1, &Request{Op: OpAllow, Key: "k", Rule: rule, N: 1})
+	nc.Write(append(make([]byte, len(magic)+nonceLen+32), frame...))
+	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	got, _ := io.ReadAll(nc)
+	if len(got) != len(magic)+nonceLen {
+		t.Fatalf("unauthenticated connection got %d bytes, want only the server's %d-byte greeting", len(got), len(magic)+nonceLen)
+	}
+}
+
+// rawConn returns an authenticated raw connection to s.
+func rawConn(t *testing.T, s *Server) net.Conn {
+	nc, err := net.Dial("tcp", s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	if err := clientHandshake(nc, secret, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return nc
+}
+
+// An oversize or garbage frame closes that connection, and only that one.
+func TestMalformedFramesCloseOnlyTheirConnection(t *testing.T) {
+	s, _ := startServer(t, secret)
+	good := newClient(t, s.Addr().String(), secret, time.Second)
+	ctx := context.Background()
+	if _, err := good.Do(ctx, &Request{Op: OpAllow, Key: "k", Rule: rule, N: 1}); err != nil {
+		t.Fatal(err)
+	}
+	oversize := appendHeader(nil, typeAllow, 1, MaxBody+1)
+	badVersion := append([]byte{9}, make([]byte, headerLen-1)...)
+	badType := appendHeader(nil, 77, 1, 0)
+	short := appendHeader(nil, typeAllow, 1, 3)
+	short = append(short, 1, 2, 3)
+	for name, frame := range map[string][]byte{"oversize": oversize, "version": badVersion, "type": badType, "short body": short} {
+		nc := rawConn(t, s)
+		nc.Write(frame)
+		nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if n, err := nc.Read(make([]byte, 64)); err == nil {
+			t.Errorf("%s: connection still open, read %d bytes", name, n)
+		}
+		if res, err := good.Do(ctx, &Request{Op: OpAllow, Key: "other-" + name, Rule: rule, N: 1}); err != nil || !res.Decision.Allowed {
+			t.Fatalf("%s: the good connection suffered: %+v, %v", name, res, err)
+		}
+	}
+}
+
+// A server that never answers costs a caller the timeout, no more.
+func TestTimeout(t *testing.T) {
+	ln := listen(t)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // handshake, then silence
+		defer wg.Done()
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		if serverHandshake(c, secret, time.Second) == nil {
+			io.Copy(io.Discard, c)
+		}
+	}()
+	c := NewClient(ClientConfig{Addr: ln.Addr().String(), Secret: secret, Timeout: 30 * time.Millisecond})
+	start := time.Now()
+	_, err := c.Do(context.Background(), &Request{Op: OpAllow, Key: "k", Rule: rule, N: 1})
+	if !errors.Is(err, ErrTimeout) {
+		t.Fatalf("err %v, want ErrTimeout", err)
+	}
+	if el := time.Since(start); el > time.Second {
+		t.Fatalf("timed out after %s", el)
+	}
+	c.Close()
+	ln.Close()
+	wg.Wait()
+}
+
+// A dead peer fails calls at once; a restarted one is dialled again.
+func TestReconnect(t *testing.T) {
+	ln := listen(t)
+	addr := ln.Addr().String()
+	l := local.New(local.Config{})
+	s := Serve(ln, ServerConfig{Secret: secret, Handler: LimiterHandler{l}})
+	c := newClient(t, addr, secret, time.Second)
+	ctx := context.Background()
+	if _, err := c.Do(ctx, &Request{Op: OpAllow, Key: "k", Rule: rule, N: 1}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := c.Do(ctx, &Request{Op: OpAllow, Key: "k", Rule: rule, N: 1})
+		if err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("calls still succeed after the server closed")
+		}
+	}
+	ln2, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("port %s not free again: %v", addr, err)
+	}
+	s2 := Serve(ln2, ServerConfig{Secret: secret, Handler: LimiterHandler{l}})
+	defer s2.Close()
+	for {
+		_, err := c.Do(ctx, &Request{Op: OpAllow, Key: "k", Rule: rule, N: 1})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no reconnect: %v", err)
+		}
+	}
+}
+
+// Close while 1,000 calls are in flight returns promptly and fails them.
+func TestCloseWithCallsInFlight(t *testing.T) {
+	h := &blockingHandler{started: make(chan struct{}), release: make(chan struct{})}
+	s := Serve(listen(t), ServerConfig{Secret: secret, Handler: h})
+	c := NewClient(ClientConfig{Addr: s.Addr().String(), Secret: secret, Timeout: time.Minute})
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for range 1000 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := c.Do(context.Background(), &Request{Op: OpAllow, Key: "k", Rule: rule, N: 1}); err != nil {
+				failed.Add(1)
+			}
+		}()
+	}
+	// Wait until the server holds a request.
+	<-h.started
+	start := time.Now()
+	c.Close()
+	wg.Wait()
+	if el := time.Since(start); el > 5*time.Second {
+		t.Fatalf("Close took %s", el)
+	}
+	if failed.Load() != 1000 {
+		t.Fatalf("%d of 1000 calls failed, want all", failed.Load())
+	}
+	close(h.release)
+	s.Close()
+}
+
+// blockingHandler holds every request until released.
+type blockingHandler struct {
+	once             sync.Once
+	started, release chan struct{}
+}
+
+func (h *blockingHandler) Serve(ctx context.Context, r *Request) Result {
+	h.once.Do(func() { close(h.started) })
+	select {
+	case <-h.release:
+	case <-ctx.Done():
+	}
+	return Result{}
+}
+
+func TestFrameRoundTrip(t *testing.T) {
+	req := Request{Op: OpAllow, Key: "user:42", Rule: ringlimit.Rule{Algorithm: ringlimit.SlidingWindow, Limit: 7, Window: time.Minute, Burst: 3}, N: 2}
+	b := appendRequest(nil, 99, &req)
+	typ, id, n, err := parseHeader(b[:headerLen])
+	if err != nil || id != 99 || n != len(b)-headerLen {
+		t.Fatalf("header: %d %d %d %v", typ, id, n, err)
+	}
+	got, err := parseRequest(typ, b[headerLen:])
+	if err != nil || got != req {
+		t.Fatalf("request: %+v, %v", got, err)
+	}
+	res := Result{Decision: ringlimit.Decision{Allowed: true, Limit: 7, Remaining: 3, RetryAfter: 5 * time.Millisecond, ResetAfter: time.Minute, Delay: 9 * time.Millisecond, Source: ringlimit.Local}}
+	b = appendResult(nil, 5, &res)
+	gotRes, err := parseResult(b[headerLen:])
+	if err != nil || gotRes != res {
+		t.Fatalf("result: %+v, %v", gotRes, err)
+	}
+	res = Result{Err: ringlimit.ErrClosed}
+	b = appendResult(nil, 5, &res)
+	if gotRes, err = parseResult(b[headerLen:]); err != nil || !errors.Is(gotRes.Err, ringlimit.ErrClosed) {
+		t.Fatalf("error result: %+v, %v", gotRes, err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add(appendRequest(nil, 1, &Request{Op: OpAllow, Key: "k", Rule: rule, N: 1}))
+	f.Add(appendRequest(nil, 2, &Request{Op: OpReset, Key: "k"}))
+	f.Add(appendResult(nil, 3, &Result{Decision: ringlimit.Decision{Allowed: true}}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) < headerLen {
+			return
+		}
+		typ, _, n, err := parseHeader(b[:headerLen])
+		if err != nil {
+			return
+		}
+		body := b[headerLen:]
+		if n > len(body) {
+			return
+		}
+		body = body[:n]
+		if typ == typeResult {
+			r, err := parseResult(body)
+			if err == nil && r.Err == nil {
+				again, err := parseResult(appendResult(nil, 0, &r)[headerLen:])
+				if err != nil || again != r {
+					t.Fatalf("result does not round-trip: %+v → %+v, %v", r, again, err)
+				}
+			}
+			return
+		}
+		r, err := parseRequest(typ, body)
+		if err != nil {
+			return
+		}
+		// Whatever parses re-encodes to the same bytes.
+		if got := appendRequest(nil, 0, &r)[headerLen:]; string(got) != string(body) && r.Rule.Window%time.Millisecond == 0 {
+			t.Fatalf("request does not round-trip: %x → %x", body, got)
+		}
+	})
+}
