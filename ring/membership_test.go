@@ -393,3 +393,56 @@ func TestConfigDefaults(t *testing.T) {
 		t.Fatalf("defaults not filled in: %+v", c)
 	}
 }
+
+// OnChange runs outside memberlist's locks: while it blocks, gossip goes on
+// (here a member joins through the blocked one), and the changes that
+// waited arrive together once it returns.
+func TestOnChangeMayBlock(t *testing.T) {
+	release := make(chan struct{})
+	var (
+		mu     sync.Mutex
+		events []Event
+		calls  = make(chan struct{}, 16)
+	)
+	cfg := FastLocalConfig("a")
+	cfg.OnChange = func(ev Event) {
+		mu.Lock()
+		events = append(events, ev)
+		mu.Unlock()
+		calls <- struct{}{}
+		<-release
+	}
+	a, err := NewMembership(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Shutdown()
+	defer close(release) // before Shutdown: it waits for OnChange
+
+	b := start(t, FastLocalConfig("b"))
+	if _, err := b.Join([]string{a.GossipAddr()}); err != nil {
+		t.Fatal(err)
+	}
+	<-calls // a is now blocked in OnChange for b
+	c := start(t, FastLocalConfig("c"))
+	if _, err := c.Join([]string{a.GossipAddr()}); err != nil {
+		t.Fatalf("join through a member blocked in OnChange: %v", err)
+	}
+	all := []string{"a", "b", "c"}
+	waitFor(t, 5*time.Second, "b and c to see all three", func() bool {
+		return slices.Equal(b.Ring().Members(), all) && slices.Equal(c.Ring().Members(), all)
+	})
+	if got := a.Ring().Members(); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("while OnChange blocks, a's ring moved on to %q", got)
+	}
+	release <- struct{}{} // finish the first call
+	<-calls
+	mu.Lock()
+	defer mu.Unlock()
+	if len(events) != 2 || !slices.Equal(events[0].Joined, []string{"b"}) || !slices.Equal(events[1].Joined, []string{"c"}) {
+		t.Fatalf("events %+v, want b joined, then c", events)
+	}
+	if !slices.Equal(events[1].Ring.Members(), all) || a.Ring() != events[1].Ring {
+		t.Fatalf("the second event's ring %q is not the published one", events[1].Ring.Members())
+	}
+}
