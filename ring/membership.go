@@ -23,7 +23,7 @@ import (
 // between may appear in neither list.
 type Event struct {
 	Joined  []string // members that came (or came back), sorted
-	Left    []string // members that left or were declared failed, sorted
+	Left    []string // members that left (this one too, after Leave) or were declared failed, sorted
 	Updated []string // members that stayed but changed their metadata, sorted
 	Ring    *Ring    // the ring after the change, already published
 }
@@ -205,9 +205,11 @@ func (m *Membership) Join(addrs []string) (int, error) {
 // Leave tells the cluster that this member is leaving, so the others drop it
 // at once instead of detecting a failure and do not try to reconnect to it,
 // and waits until the news has gone out, at most timeout (if timeout ≤ 0,
-// 5s). It also stops this member's reconnect attempts. Gossip keeps running
-// until Shutdown, which should follow. It returns ringlimit.ErrClosed after
-// Shutdown.
+// 5s). It also stops this member's reconnect attempts. Once the leave is
+// recorded, this member's own ring no longer holds it (an Event reports it
+// in Left): its keys route to their next owners, the targets of a handoff.
+// Gossip keeps running until Shutdown, which should follow. It returns
+// ringlimit.ErrClosed after Shutdown.
 func (m *Membership) Leave(timeout time.Duration) error {
 	m.life.RLock()
 	defer m.life.RUnlock()
@@ -228,8 +230,10 @@ func (m *Membership) Leave(timeout time.Duration) error {
 
 // Shutdown stops gossip without leaving: the others detect this member as
 // failed (call Leave first to leave gracefully). It stops every goroutine
-// the Membership started and waits for them; an idle inbound gossip stream
-// may outlive it by up to TCPTimeout. Calling it again returns the first
+// the Membership started and waits for them: for a running OnChange call,
+// and for a reconnect attempt in flight (at most TCPTimeout). An idle
+// inbound gossip stream of memberlist's may outlive it by up to TCPTimeout.
+// The last Ring stays readable. Calling Shutdown again returns the first
 // call's result. It must not be called from OnChange.
 func (m *Membership) Shutdown() error {
 	m.shutdownOnce.Do(func() {

@@ -215,6 +215,12 @@ func TestMembershipGracefulLeave(t *testing.T) {
 			return slices.Equal(out, []string{"node-4"})
 		})
 	}
+	// The leaver's own ring drops it too, so its keys route to their next
+	// owners.
+	waitFor(t, time.Second, "node-4 to drop itself", func() bool {
+		_, out := ms[4].events.net()
+		return slices.Equal(ms[4].Ring().Members(), want) && slices.Equal(out, []string{"node-4"})
+	})
 	if err := ms[4].Shutdown(); err != nil {
 		t.Fatal(err)
 	}
