@@ -34,7 +34,7 @@ const (
 // DefaultLANConfig.
 type Config struct {
 	// Name identifies this member; it must be unique in the cluster and is
-	// what the Ring holds. Required.
+	// what the Ring holds. If empty, NewMembership returns an error.
 	Name string
 
 	// BindAddr is the IP address gossip listens on (UDP and TCP). If empty,
@@ -108,7 +108,8 @@ type Config struct {
 	ReconnectTimeout time.Duration
 
 	// OnChange, if not nil, is called after every change of the member set
-	// or of a member's metadata, with the new ring already published. It
+	// or of a member's metadata, with the new ring already published (if
+	// nil, changes are not reported; Ring follows them all the same). It
 	// is called from a single goroutine owned by the Membership, in order,
 	// never concurrently and never under memberlist's locks. It may block,
 	// but while it does the ring is not updated: later changes wait, and
