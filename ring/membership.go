@@ -2,7 +2,6 @@ package ring
 
 import (
 	"fmt"
-	"io"
 	"log"
 	"log/slog"
 	"maps"
@@ -99,7 +98,7 @@ func NewMembership(cfg Config) (*Membership, error) {
 		stop:    make(chan struct{}),
 	}
 	if m.log == nil {
-		m.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+		m.log = slog.New(slog.DiscardHandler)
 	}
 	m.log = m.log.With("member", cfg.Name)
 	mlog := memberlistLogger(cfg.Logger)
