@@ -6,6 +6,7 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"strings"
 )
 
 // memberlistLogger returns the *log.Logger memberlist writes to: one that
@@ -20,26 +21,24 @@ func memberlistLogger(l *slog.Logger) *log.Logger {
 
 type slogWriter struct{ l *slog.Logger }
 
-var levelTags = []struct {
-	tag   []byte
-	level slog.Level
-}{
-	{[]byte("[DEBUG] "), slog.LevelDebug},
-	{[]byte("[INFO] "), slog.LevelInfo},
-	{[]byte("[WARN] "), slog.LevelWarn},
-	{[]byte("[ERR] "), slog.LevelError},
-	{[]byte("[ERROR] "), slog.LevelError},
-}
-
 func (w slogWriter) Write(p []byte) (int, error) {
-	msg := bytes.TrimRight(p, "\n")
+	msg := string(bytes.TrimRight(p, "\n"))
 	level := slog.LevelInfo
-	for _, t := range levelTags {
-		if bytes.HasPrefix(msg, t.tag) {
-			level, msg = t.level, msg[len(t.tag):]
+	for _, t := range [...]struct {
+		tag   string
+		level slog.Level
+	}{
+		{"[DEBUG] ", slog.LevelDebug},
+		{"[INFO] ", slog.LevelInfo},
+		{"[WARN] ", slog.LevelWarn},
+		{"[ERR] ", slog.LevelError},
+		{"[ERROR] ", slog.LevelError},
+	} {
+		if rest, ok := strings.CutPrefix(msg, t.tag); ok {
+			level, msg = t.level, rest
 			break
 		}
 	}
-	w.l.Log(context.Background(), level, string(msg), "component", "memberlist")
+	w.l.Log(context.Background(), level, msg, "component", "memberlist")
 	return len(p), nil
 }
