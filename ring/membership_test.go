@@ -190,12 +190,14 @@ func TestMembershipDetectsKilledMember(t *testing.T) {
 
 func TestMembershipGracefulLeave(t *testing.T) {
 	ms := startCluster(t, 5, nil)
+	began := time.Now()
 	if err := ms[4].Leave(time.Second); err != nil {
 		t.Fatalf("Leave: %v", err)
 	}
+	t.Logf("Leave returned after %v", time.Since(began))
 	survivors, want := ms[:4], names(4)
-	took := waitFor(t, 3*time.Second, "the survivors to drop node-4", func() bool { return allSee(survivors, want) })
-	t.Logf("graceful leave seen by every survivor after %v", took)
+	took := waitFor(t, 3*time.Second, "the survivors to drop node-4 after Leave returned", func() bool { return allSee(survivors, want) })
+	t.Logf("graceful leave seen by every survivor %v after Leave returned", took)
 	// Every survivor got the leave intent, so none will try to reconnect.
 	waitFor(t, 2*time.Second, "every survivor to know node-4 left on purpose", func() bool {
 		for _, m := range survivors {
