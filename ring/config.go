@@ -1,0 +1,263 @@
+package ring
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// ErrInvalidConfig is wrapped by the error NewMembership returns for a
+// Config it refuses.
+var ErrInvalidConfig = errors.New("ring: invalid config")
+
+// LAN defaults: the values a zero Config field means.
+const (
+	defaultBindAddr          = "0.0.0.0"
+	defaultProbeInterval     = time.Second
+	defaultProbeTimeout      = 500 * time.Millisecond
+	defaultSuspicionMult     = 4
+	defaultSuspicionMaxMult  = 6
+	defaultGossipInterval    = 200 * time.Millisecond
+	defaultPushPullInterval  = 30 * time.Second
+	defaultTCPTimeout        = 10 * time.Second
+	defaultReconnectInterval = 10 * time.Second
+	defaultReconnectTimeout  = 10 * time.Minute
+	defaultLeaveTimeout      = 5 * time.Second
+)
+
+// Config configures a Membership. The zero value of every field except Name
+// means a documented default; the timing defaults are those of
+// DefaultLANConfig.
+type Config struct {
+	// Name identifies this member; it must be unique in the cluster and is
+	// what the Ring holds. If empty, NewMembership returns an error.
+	Name string
+
+	// BindAddr is the IP address gossip listens on (UDP and TCP). If empty,
+	// "0.0.0.0" (all interfaces). It must be an IP literal, not a host name.
+	BindAddr string
+	// BindPort is the gossip port. If zero, the system picks a free port;
+	// GossipAddr reports it.
+	BindPort int
+
+	// AdvertiseAddr is the IP address other members use to reach this one,
+	// when it differs from BindAddr (NAT, containers). If empty, BindAddr,
+	// or a private address of this host if BindAddr is "0.0.0.0".
+	AdvertiseAddr string
+	// AdvertisePort is the port other members use to reach this one. If
+	// zero, the bound gossip port.
+	AdvertisePort int
+
+	// RPCAddr is the host:port of this member's peer RPC server, published
+	// to the other members in its metadata (see Membership.RPCAddr). If
+	// empty, the member publishes no RPC address.
+	RPCAddr string
+
+	// SecretKey encrypts and authenticates gossip with AES-GCM; it must be
+	// 16, 24 or 32 bytes. Members with different keys, or one with a key and
+	// one without, cannot join each other. If nil, gossip is neither
+	// encrypted nor authenticated.
+	SecretKey []byte
+	// Label names the cluster: it prefixes every gossip packet and stream
+	// (and is authenticated when SecretKey is set), and a member rejects
+	// traffic with another label or none. At most 255 bytes. If empty, no
+	// label, and labelled traffic is rejected.
+	Label string
+
+	// VirtualNodes is the number of virtual nodes per member on the Ring.
+	// Every member of a cluster must use the same value. If zero, 256.
+	VirtualNodes int
+
+	// ProbeInterval is the time between failure-detection probes of a
+	// random member. If zero, 1s.
+	ProbeInterval time.Duration
+	// ProbeTimeout is how long a probe waits for an ack before asking
+	// other members to probe indirectly: about the network's 99th
+	// percentile round trip. If zero, 500ms.
+	ProbeTimeout time.Duration
+	// SuspicionMult scales how long a member that failed a probe stays
+	// suspect before it is declared failed: SuspicionMult × log10(members)
+	// × ProbeInterval (log10 at least 1). If zero, 4.
+	SuspicionMult int
+	// SuspicionMaxTimeoutMult bounds the suspicion time at this multiple
+	// of the base suspicion time while too few members confirm the
+	// suspicion. If zero, 6.
+	SuspicionMaxTimeoutMult int
+	// GossipInterval is the time between gossip rounds that spread changes
+	// to a few random members. If zero, 200ms.
+	GossipInterval time.Duration
+	// PushPullInterval is the time between full state exchanges with a
+	// random member; failed members are also gossiped to for this long. If
+	// zero, 30s.
+	PushPullInterval time.Duration
+	// TCPTimeout bounds dialing, reading and writing a gossip stream (join,
+	// state exchange, probe fallback). It is also how long an idle inbound
+	// stream may outlive Shutdown. If zero, 10s.
+	TCPTimeout time.Duration
+
+	// ReconnectInterval is the time between attempts to re-join members
+	// that failed (not those that left), which is what merges the halves of
+	// a healed partition. If zero, 10s; if negative, no reconnect attempts.
+	ReconnectInterval time.Duration
+	// ReconnectTimeout is how long a failed member is remembered for
+	// reconnect attempts. If zero, 10 minutes.
+	ReconnectTimeout time.Duration
+
+	// OnChange, if not nil, is called after every change of the member set
+	// or of a member's metadata, with the new ring already published (if
+	// nil, changes are not reported; Ring follows them all the same). It
+	// is called from a single goroutine owned by the Membership, in order,
+	// never concurrently and never under memberlist's locks. It may block,
+	// but while it does the ring is not updated: later changes wait, and
+	// are then delivered as one Event. It must not call Shutdown.
+	OnChange func(Event)
+
+	// Logger receives the membership's logs, and memberlist's (bridged at
+	// their levels). If nil, logs are discarded.
+	Logger *slog.Logger
+
+	// WrapTransport, if not nil, is given the UDP/TCP transport bound to
+	// BindAddr:BindPort and returns the transport memberlist uses: a hook
+	// for tests that drop or delay traffic. If nil, the transport is used
+	// as it is.
+	WrapTransport func(memberlist.Transport) memberlist.Transport
+}
+
+// DefaultLANConfig returns a Config for a cluster on a local network:
+// memberlist's LAN timings (probes every 1s, a killed member is declared
+// failed after several seconds), gossip on port 7946 of every interface, and
+// reconnect attempts every 10s.
+func DefaultLANConfig(name string) Config {
+	return Config{
+		Name:                    name,
+		BindAddr:                defaultBindAddr,
+		BindPort:                7946,
+		VirtualNodes:            DefaultVirtualNodes,
+		ProbeInterval:           defaultProbeInterval,
+		ProbeTimeout:            defaultProbeTimeout,
+		SuspicionMult:           defaultSuspicionMult,
+		SuspicionMaxTimeoutMult: defaultSuspicionMaxMult,
+		GossipInterval:          defaultGossipInterval,
+		PushPullInterval:        defaultPushPullInterval,
+		TCPTimeout:              defaultTCPTimeout,
+		ReconnectInterval:       defaultReconnectInterval,
+		ReconnectTimeout:        defaultReconnectTimeout,
+	}
+}
+
+// FastLocalConfig returns a Config for tests and small clusters on one host
+// or a fast, quiet network: gossip on a free port of 127.0.0.1, probes every
+// 100ms, so a killed member is declared failed in about half a second, and
+// reconnect attempts every 250ms, so a healed partition merges within about
+// a second. Its short TCPTimeout also bounds how long Shutdown leaves an idle
+// inbound stream behind.
+func FastLocalConfig(name string) Config {
+	return Config{
+		Name:                    name,
+		BindAddr:                "127.0.0.1",
+		BindPort:                0,
+		VirtualNodes:            DefaultVirtualNodes,
+		ProbeInterval:           100 * time.Millisecond,
+		ProbeTimeout:            50 * time.Millisecond,
+		SuspicionMult:           2,
+		SuspicionMaxTimeoutMult: 2,
+		GossipInterval:          20 * time.Millisecond,
+		PushPullInterval:        2 * time.Second,
+		TCPTimeout:              500 * time.Millisecond,
+		ReconnectInterval:       250 * time.Millisecond,
+		ReconnectTimeout:        time.Minute,
+	}
+}
+
+// validate checks c and returns a copy with the zero values replaced by
+// their defaults.
+func (c Config) validate() (Config, error) {
+	bad := func(format string, args ...any) (Config, error) {
+		return Config{}, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
+	}
+	if c.Name == "" {
+		return bad("empty Name")
+	}
+	if c.BindAddr == "" {
+		c.BindAddr = defaultBindAddr
+	}
+	if net.ParseIP(c.BindAddr) == nil {
+		return bad("BindAddr %q is not an IP address", c.BindAddr)
+	}
+	if c.AdvertiseAddr != "" && net.ParseIP(c.AdvertiseAddr) == nil {
+		return bad("AdvertiseAddr %q is not an IP address", c.AdvertiseAddr)
+	}
+	if c.BindPort < 0 || c.BindPort > 65535 {
+		return bad("BindPort %d out of range", c.BindPort)
+	}
+	if c.AdvertisePort < 0 || c.AdvertisePort > 65535 {
+		return bad("AdvertisePort %d out of range", c.AdvertisePort)
+	}
+	if c.RPCAddr != "" {
+		if _, _, err := net.SplitHostPort(c.RPCAddr); err != nil {
+			return bad("RPCAddr %q: %w", c.RPCAddr, err)
+		}
+		if n := len(meta{RPCAddr: c.RPCAddr}.encode()); n > metaMaxSize {
+			return bad("RPCAddr too long (%d bytes of metadata, limit %d)", n, metaMaxSize)
+		}
+	}
+	switch len(c.SecretKey) {
+	case 0, 16, 24, 32:
+	default:
+		return bad("SecretKey is %d bytes, want 16, 24 or 32", len(c.SecretKey))
+	}
+	if len(c.Label) > memberlist.LabelMaxSize {
+		return bad("Label is %d bytes, limit %d", len(c.Label), memberlist.LabelMaxSize)
+	}
+	if c.VirtualNodes < 0 {
+		return bad("negative VirtualNodes")
+	}
+	if c.VirtualNodes == 0 {
+		c.VirtualNodes = DefaultVirtualNodes
+	}
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"ProbeInterval", &c.ProbeInterval, defaultProbeInterval},
+		{"ProbeTimeout", &c.ProbeTimeout, defaultProbeTimeout},
+		{"GossipInterval", &c.GossipInterval, defaultGossipInterval},
+		{"PushPullInterval", &c.PushPullInterval, defaultPushPullInterval},
+		{"TCPTimeout", &c.TCPTimeout, defaultTCPTimeout},
+		{"ReconnectTimeout", &c.ReconnectTimeout, defaultReconnectTimeout},
+	} {
+		if *d.v < 0 {
+			return bad("negative %s", d.name)
+		}
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	if c.ReconnectInterval == 0 {
+		c.ReconnectInterval = defaultReconnectInterval
+	}
+	if c.ProbeTimeout > c.ProbeInterval {
+		return bad("ProbeTimeout %v longer than ProbeInterval %v", c.ProbeTimeout, c.ProbeInterval)
+	}
+	for _, m := range []struct {
+		name string
+		v    *int
+		def  int
+	}{
+		{"SuspicionMult", &c.SuspicionMult, defaultSuspicionMult},
+		{"SuspicionMaxTimeoutMult", &c.SuspicionMaxTimeoutMult, defaultSuspicionMaxMult},
+	} {
+		if *m.v < 0 {
+			return bad("negative %s", m.name)
+		}
+		if *m.v == 0 {
+			*m.v = m.def
+		}
+	}
+	return c, nil
+}

@@ -1,0 +1,79 @@
+package ring
+
+import (
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// delegate gives memberlist this member's metadata and carries the leave
+// intents (see leave.go).
+type delegate struct {
+	m    *Membership
+	meta []byte
+}
+
+var _ memberlist.Delegate = (*delegate)(nil)
+
+func (d *delegate) NodeMeta(limit int) []byte {
+	if len(d.meta) > limit { // validated against metaMaxSize; defensive
+		return nil
+	}
+	return d.meta
+}
+func (d *delegate) NotifyMsg(buf []byte) { d.m.handleMsg(buf) }
+func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte {
+	return d.m.bcast.GetBroadcasts(overhead, limit)
+}
+func (*delegate) LocalState(bool) []byte              { return nil }
+func (*delegate) MergeRemoteState(buf []byte, _ bool) {}
+
+// events is the Membership seen as memberlist's EventDelegate. memberlist
+// calls it with its node lock held, one call at a time: it only records the
+// change under m.mu (never held while calling memberlist) and wakes run.
+type events Membership
+
+var _ memberlist.EventDelegate = (*events)(nil)
+
+func (e *events) NotifyJoin(n *memberlist.Node)   { e.record(n, true) }
+func (e *events) NotifyUpdate(n *memberlist.Node) { e.record(n, true) }
+func (e *events) NotifyLeave(n *memberlist.Node)  { e.record(n, false) }
+
+func (e *events) record(n *memberlist.Node, alive bool) {
+	m := (*Membership)(e)
+	now := time.Now()
+	m.mu.Lock()
+	switch _, leaving := m.leaving[n.Name]; {
+	case alive:
+		md, err := decodeMeta(n.Meta)
+		if err != nil {
+			m.log.Warn("ring: member metadata unreadable", "peer", n.Name, "err", err)
+		}
+		m.members[n.Name] = memberInfo{rpcAddr: md.RPCAddr}
+		delete(m.failed, n.Name)
+		delete(m.leaving, n.Name)
+	case leaving || n.Name == m.cfg.Name: // left gracefully: not to be reconnected
+		delete(m.members, n.Name)
+		delete(m.failed, n.Name)
+	default: // failed (memberlist's Node.State does not tell dead from left)
+		delete(m.members, n.Name)
+		m.failed[n.Name] = failedMember{addr: n.Address(), at: now}
+		evictOldest(m.failed, func(f failedMember) time.Time { return f.at })
+	}
+	m.mu.Unlock()
+	m.notify()
+}
+
+// evictOldest deletes the oldest entries of a map beyond maxRemembered.
+func evictOldest[V any](mp map[string]V, at func(V) time.Time) {
+	for len(mp) > maxRemembered {
+		var oldest string
+		var t time.Time
+		for k, v := range mp {
+			if oldest == "" || at(v).Before(t) {
+				oldest, t = k, at(v)
+			}
+		}
+		delete(mp, oldest)
+	}
+}

@@ -1,0 +1,456 @@
+package ring
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/ringlimit/ringlimit"
+)
+
+// waitFor polls cond every 5ms until it holds, and fails the test if it
+// does not within timeout. It returns how long it took.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > timeout {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+// eventLog records the Events a Membership delivers.
+type eventLog struct {
+	mu     sync.Mutex
+	events []Event
+}
+
+func (l *eventLog) add(ev Event) {
+	l.mu.Lock()
+	l.events = append(l.events, ev)
+	l.mu.Unlock()
+}
+
+// net returns the members that joined and did not leave since, and those
+// that left and did not come back, in the order of the Events.
+func (l *eventLog) net() (in, out []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	state := map[string]bool{}
+	for _, ev := range l.events {
+		for _, n := range ev.Joined {
+			state[n] = true
+		}
+		for _, n := range ev.Left {
+			state[n] = false
+		}
+	}
+	for n, ok := range state {
+		if ok {
+			in = append(in, n)
+		} else {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(in)
+	slices.Sort(out)
+	return in, out
+}
+
+type testMember struct {
+	*Membership
+	events *eventLog
+}
+
+// start starts a membership and shuts it down at the end of the test.
+func start(t *testing.T, cfg Config) testMember {
+	t.Helper()
+	log := &eventLog{}
+	cfg.OnChange = log.add
+	m, err := NewMembership(cfg)
+	if err != nil {
+		t.Fatalf("NewMembership(%s): %v", cfg.Name, err)
+	}
+	t.Cleanup(func() {
+		if err := m.Shutdown(); err != nil {
+			t.Errorf("Shutdown(%s): %v", cfg.Name, err)
+		}
+	})
+	return testMember{m, log}
+}
+
+// startCluster starts n members named node-0… from the fast preset (as
+// changed by tweak), joins each new one to every known address, and waits
+// until every member sees all n.
+func startCluster(t *testing.T, n int, tweak func(i int, c *Config)) []testMember {
+	t.Helper()
+	var ms []testMember
+	var addrs []string
+	for i := range n {
+		cfg := FastLocalConfig("node-" + strconv.Itoa(i))
+		cfg.RPCAddr = "127.0.0.1:" + strconv.Itoa(9000+i)
+		if tweak != nil {
+			tweak(i, &cfg)
+		}
+		m := start(t, cfg)
+		if len(addrs) > 0 {
+			if _, err := m.Join(addrs); err != nil {
+				t.Fatalf("%s: Join(%v): %v", cfg.Name, addrs, err)
+			}
+		}
+		addrs = append(addrs, m.GossipAddr())
+		ms = append(ms, m)
+	}
+	want := names(n)
+	took := waitFor(t, 10*time.Second, fmt.Sprintf("all %d members to see each other", n), func() bool {
+		return allSee(ms, want)
+	})
+	t.Logf("%d members converged %v after the last join", n, took)
+	return ms
+}
+
+// allSee reports whether every member's ring holds exactly want.
+func allSee(ms []testMember, want []string) bool {
+	for _, m := range ms {
+		if !slices.Equal(m.Ring().Members(), want) {
+			return false
+		}
+	}
+	return true
+}
+
+func without(all []string, gone ...string) []string {
+	return slices.DeleteFunc(slices.Clone(all), func(s string) bool { return slices.Contains(gone, s) })
+}
+
+func TestMembershipConverges(t *testing.T) {
+	ms := startCluster(t, 5, nil)
+	all := names(5)
+	for _, m := range ms {
+		for i, peer := range all {
+			addr, ok := m.RPCAddr(peer)
+			if want := "127.0.0.1:" + strconv.Itoa(9000+i); !ok || addr != want {
+				t.Errorf("%s: RPCAddr(%s) = %q, %v; want %q, true", m.Name(), peer, addr, ok, want)
+			}
+		}
+		if _, ok := m.RPCAddr("node-9"); ok {
+			t.Errorf("%s: RPCAddr(node-9) reports a member that does not exist", m.Name())
+		}
+		// OnChange reported the four others joining, and nobody leaving.
+		in, out := m.events.net()
+		if want := without(all, m.Name()); !slices.Equal(in, want) || len(out) != 0 {
+			t.Errorf("%s: events say joined %q, left %q; want joined %q, none left", m.Name(), in, out, want)
+		}
+		for _, k := range keys(1000) {
+			if got, want := m.Ring().Owner(k), ms[0].Ring().Owner(k); got != want {
+				t.Fatalf("%s routes %q to %q, node-0 routes it to %q", m.Name(), k, got, want)
+			}
+		}
+	}
+}
+
+func TestMembershipDetectsKilledMember(t *testing.T) {
+	ms := startCluster(t, 5, nil)
+	if err := ms[4].Shutdown(); err != nil { // no Leave: a crash
+		t.Fatal(err)
+	}
+	survivors, want := ms[:4], names(4)
+	took := waitFor(t, 5*time.Second, "the survivors to drop node-4", func() bool { return allSee(survivors, want) })
+	t.Logf("killed member dropped by every survivor after %v", took)
+	if took > 3*time.Second {
+		t.Errorf("detection took %v, want about half a second", took)
+	}
+	for _, m := range survivors {
+		// OnChange runs just after the ring is published.
+		waitFor(t, time.Second, m.Name()+" to report node-4 left", func() bool {
+			_, out := m.events.net()
+			return slices.Equal(out, []string{"node-4"})
+		})
+		if _, ok := m.RPCAddr("node-4"); ok {
+			t.Errorf("%s: RPCAddr still knows node-4", m.Name())
+		}
+		// A failed member is remembered for reconnecting.
+		m.mu.Lock()
+		f, ok := m.failed["node-4"]
+		m.mu.Unlock()
+		if !ok || f.addr != ms[4].GossipAddr() {
+			t.Errorf("%s: failed member remembered as %+v, %v; want address %s", m.Name(), f, ok, ms[4].GossipAddr())
+		}
+	}
+}
+
+func TestMembershipGracefulLeave(t *testing.T) {
+	ms := startCluster(t, 5, nil)
+	began := time.Now()
+	if err := ms[4].Leave(time.Second); err != nil {
+		t.Fatalf("Leave: %v", err)
+	}
+	t.Logf("Leave returned after %v", time.Since(began))
+	survivors, want := ms[:4], names(4)
+	took := waitFor(t, 3*time.Second, "the survivors to drop node-4 after Leave returned", func() bool { return allSee(survivors, want) })
+	t.Logf("graceful leave seen by every survivor %v after Leave returned", took)
+	// Every survivor got the leave intent, so none will try to reconnect.
+	waitFor(t, 2*time.Second, "every survivor to know node-4 left on purpose", func() bool {
+		for _, m := range survivors {
+			m.mu.Lock()
+			_, failed := m.failed["node-4"]
+			_, leaving := m.leaving["node-4"]
+			m.mu.Unlock()
+			if failed || !leaving {
+				return false
+			}
+		}
+		return true
+	})
+	for _, m := range survivors {
+		waitFor(t, time.Second, m.Name()+" to report node-4 left", func() bool {
+			_, out := m.events.net()
+			return slices.Equal(out, []string{"node-4"})
+		})
+	}
+	// The leaver's own ring drops it too, so its keys route to their next
+	// owners.
+	waitFor(t, time.Second, "node-4 to drop itself", func() bool {
+		_, out := ms[4].events.net()
+		return slices.Equal(ms[4].Ring().Members(), want) && slices.Equal(out, []string{"node-4"})
+	})
+	if err := ms[4].Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMembershipLifecycle(t *testing.T) {
+	m := start(t, FastLocalConfig("solo"))
+	if got := m.Ring().Members(); !slices.Equal(got, []string{"solo"}) {
+		t.Fatalf("a new membership's ring holds %q, want [solo]", got)
+	}
+	if m.Name() != "solo" {
+		t.Fatalf("Name = %q", m.Name())
+	}
+	if _, err := m.Join([]string{"127.0.0.1:1"}); err == nil {
+		t.Fatalf("Join to a closed port succeeded")
+	}
+	if err := m.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Shutdown(); err != nil {
+		t.Fatalf("second Shutdown: %v", err)
+	}
+	if _, err := m.Join([]string{"127.0.0.1:1"}); !errors.Is(err, ringlimit.ErrClosed) {
+		t.Fatalf("Join after Shutdown = %v, want ErrClosed", err)
+	}
+	if err := m.Leave(time.Second); !errors.Is(err, ringlimit.ErrClosed) {
+		t.Fatalf("Leave after Shutdown = %v, want ErrClosed", err)
+	}
+	if got := m.Ring().Owner("k"); got != "solo" {
+		t.Fatalf("Ring after Shutdown routes to %q, want the last snapshot", got)
+	}
+}
+
+func TestMembershipAdvertiseAddr(t *testing.T) {
+	cfg := FastLocalConfig("natted")
+	cfg.BindAddr = "0.0.0.0"
+	cfg.AdvertiseAddr = "127.0.0.2"
+	a := start(t, cfg)
+	host, port, _ := net.SplitHostPort(a.GossipAddr())
+	bhost, bport, _ := net.SplitHostPort(a.BindAddr())
+	if host != "127.0.0.2" || port != bport || bhost != "0.0.0.0" {
+		t.Fatalf("GossipAddr %s, BindAddr %s; want 127.0.0.2 and 0.0.0.0 on the same port", a.GossipAddr(), a.BindAddr())
+	}
+	b := start(t, FastLocalConfig("plain"))
+	if _, err := b.Join([]string{a.GossipAddr()}); err != nil {
+		t.Fatalf("Join via the advertised address: %v", err)
+	}
+	want := []string{"natted", "plain"}
+	waitFor(t, 5*time.Second, "both to see each other", func() bool {
+		return slices.Equal(a.Ring().Members(), want) && slices.Equal(b.Ring().Members(), want)
+	})
+	// The other side reaches it at the advertised address.
+	var seen string
+	for _, n := range b.ml.Members() {
+		if n.Name == "natted" {
+			seen = n.Address()
+		}
+	}
+	if seen != a.GossipAddr() {
+		t.Fatalf("peer knows natted at %q, want %q", seen, a.GossipAddr())
+	}
+
+	cfg = FastLocalConfig("forwarded")
+	cfg.AdvertiseAddr = "127.0.0.1"
+	cfg.AdvertisePort = 40123
+	c := start(t, cfg)
+	if c.GossipAddr() != "127.0.0.1:40123" {
+		t.Fatalf("GossipAddr = %s, want the advertised 127.0.0.1:40123", c.GossipAddr())
+	}
+}
+
+// Members that do not share the key and label cannot join each other.
+func TestMembershipRejectsForeignCluster(t *testing.T) {
+	key := []byte("0123456789abcdef")
+	other := []byte("fedcba9876543210fedcba98") // 24 bytes: AES-192
+	for _, tc := range []struct {
+		name             string
+		seedKey, joinKey []byte
+		seedLbl, joinLbl string
+		ok               bool
+	}{
+		{name: "same key and label", seedKey: key, joinKey: key, seedLbl: "prod", joinLbl: "prod", ok: true},
+		{name: "wrong key", seedKey: key, joinKey: other},
+		{name: "joiner has no key", seedKey: key},
+		{name: "seed has no key", joinKey: key},
+		{name: "wrong label", seedKey: key, joinKey: key, seedLbl: "prod", joinLbl: "staging"},
+		{name: "joiner has no label", seedLbl: "prod"},
+		{name: "seed has no label", joinLbl: "prod"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := FastLocalConfig("seed")
+			sc.SecretKey, sc.Label = tc.seedKey, tc.seedLbl
+			jc := FastLocalConfig("joiner")
+			jc.SecretKey, jc.Label = tc.joinKey, tc.joinLbl
+			seed, joiner := start(t, sc), start(t, jc)
+			_, err := joiner.Join([]string{seed.GossipAddr()})
+			if !tc.ok {
+				if err == nil {
+					t.Fatalf("Join succeeded")
+				}
+				if seed.Ring().Len() != 1 || joiner.Ring().Len() != 1 {
+					t.Fatalf("after a refused join: seed sees %q, joiner sees %q", seed.Ring().Members(), joiner.Ring().Members())
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Join: %v", err)
+			}
+			want := []string{"joiner", "seed"}
+			waitFor(t, 5*time.Second, "both to see each other", func() bool {
+				return slices.Equal(seed.Ring().Members(), want) && slices.Equal(joiner.Ring().Members(), want)
+			})
+		})
+	}
+}
+
+func TestNewMembershipRejectsBadConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+	}{
+		{"empty name", func(c *Config) { c.Name = "" }},
+		{"key of 10 bytes", func(c *Config) { c.SecretKey = make([]byte, 10) }},
+		{"key of 33 bytes", func(c *Config) { c.SecretKey = make([]byte, 33) }},
+		{"bind address is a host name", func(c *Config) { c.BindAddr = "localhost" }},
+		{"bind address unparsable", func(c *Config) { c.BindAddr = "127.0.0.1:7946" }},
+		{"advertise address unparsable", func(c *Config) { c.AdvertiseAddr = "10.0.0" }},
+		{"bind port out of range", func(c *Config) { c.BindPort = 70000 }},
+		{"advertise port negative", func(c *Config) { c.AdvertisePort = -1 }},
+		{"RPC address without port", func(c *Config) { c.RPCAddr = "127.0.0.1" }},
+		{"RPC address over the meta limit", func(c *Config) { c.RPCAddr = string(make([]byte, 600)) + ":1" }},
+		{"label over 255 bytes", func(c *Config) { c.Label = string(make([]byte, 256)) }},
+		{"negative virtual nodes", func(c *Config) { c.VirtualNodes = -1 }},
+		{"negative probe interval", func(c *Config) { c.ProbeInterval = -time.Second }},
+		{"probe timeout over interval", func(c *Config) { c.ProbeTimeout = time.Second; c.ProbeInterval = 100 * time.Millisecond }},
+		{"negative suspicion mult", func(c *Config) { c.SuspicionMult = -1 }},
+		{"nil transport", func(c *Config) { c.WrapTransport = func(memberlist.Transport) memberlist.Transport { return nil } }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := FastLocalConfig("x")
+			tc.edit(&cfg)
+			m, err := NewMembership(cfg)
+			if err == nil {
+				m.Shutdown()
+				t.Fatalf("NewMembership accepted the config")
+			}
+			if !errors.Is(err, ErrInvalidConfig) {
+				t.Fatalf("error %v does not wrap ErrInvalidConfig", err)
+			}
+		})
+	}
+}
+
+func TestNewMembershipPortInUse(t *testing.T) {
+	a := start(t, FastLocalConfig("a"))
+	_, port, _ := net.SplitHostPort(a.BindAddr())
+	cfg := FastLocalConfig("b")
+	cfg.BindPort, _ = strconv.Atoi(port)
+	if m, err := NewMembership(cfg); err == nil {
+		m.Shutdown()
+		t.Fatalf("NewMembership bound a port already in use")
+	}
+}
+
+func TestConfigDefaults(t *testing.T) {
+	c, err := Config{Name: "n"}.validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lan := DefaultLANConfig("n")
+	lan.BindPort = 0 // the zero value picks a free port; the preset asks for 7946
+	if fmt.Sprintf("%+v", c) != fmt.Sprintf("%+v", lan) {
+		t.Fatalf("zero Config means\n%+v\nwant the LAN preset\n%+v", c, lan)
+	}
+	if c.ReconnectInterval <= 0 || c.VirtualNodes != DefaultVirtualNodes {
+		t.Fatalf("defaults not filled in: %+v", c)
+	}
+}
+
+// OnChange runs outside memberlist's locks: while it blocks, gossip goes on
+// (here a member joins through the blocked one), and the changes that
+// waited arrive together once it returns.
+func TestOnChangeMayBlock(t *testing.T) {
+	release := make(chan struct{})
+	var (
+		mu     sync.Mutex
+		events []Event
+		calls  = make(chan struct{}, 16)
+	)
+	cfg := FastLocalConfig("a")
+	cfg.OnChange = func(ev Event) {
+		mu.Lock()
+		events = append(events, ev)
+		mu.Unlock()
+		calls <- struct{}{}
+		<-release
+	}
+	a, err := NewMembership(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Shutdown()
+	defer close(release) // before Shutdown: it waits for OnChange
+
+	b := start(t, FastLocalConfig("b"))
+	if _, err := b.Join([]string{a.GossipAddr()}); err != nil {
+		t.Fatal(err)
+	}
+	<-calls // a is now blocked in OnChange for b
+	c := start(t, FastLocalConfig("c"))
+	if _, err := c.Join([]string{a.GossipAddr()}); err != nil {
+		t.Fatalf("join through a member blocked in OnChange: %v", err)
+	}
+	all := []string{"a", "b", "c"}
+	waitFor(t, 5*time.Second, "b and c to see all three", func() bool {
+		return slices.Equal(b.Ring().Members(), all) && slices.Equal(c.Ring().Members(), all)
+	})
+	if got := a.Ring().Members(); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("while OnChange blocks, a's ring moved on to %q", got)
+	}
+	release <- struct{}{} // finish the first call
+	<-calls
+	mu.Lock()
+	defer mu.Unlock()
+	if len(events) != 2 || !slices.Equal(events[0].Joined, []string{"b"}) || !slices.Equal(events[1].Joined, []string{"c"}) {
+		t.Fatalf("events %+v, want b joined, then c", events)
+	}
+	if !slices.Equal(events[1].Ring.Members(), all) || a.Ring() != events[1].Ring {
+		t.Fatalf("the second event's ring %q is not the published one", events[1].Ring.Members())
+	}
+}
