@@ -111,15 +111,17 @@ func (c ClientIP) trusted(a netip.Addr) bool {
 	return false
 }
 
-// parseHop parses "addr", "addr:port" or "[v6]:port".
+// parseHop parses "addr", "addr:port" or "[v6]:port". It tries the form the
+// text looks like first, so the common cases allocate no error.
 func parseHop(s string) (netip.Addr, error) {
+	if strings.HasPrefix(s, "[") || strings.Count(s, ":") == 1 {
+		if ap, err := netip.ParseAddrPort(s); err == nil {
+			return ap.Addr().Unmap().WithZone(""), nil
+		}
+	}
 	a, err := netip.ParseAddr(s)
 	if err != nil {
-		ap, err2 := netip.ParseAddrPort(s)
-		if err2 != nil {
-			return netip.Addr{}, err
-		}
-		a = ap.Addr()
+		return netip.Addr{}, err
 	}
 	return a.Unmap().WithZone(""), nil
 }
