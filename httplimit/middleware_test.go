@@ -322,6 +322,20 @@ rules:
 		"RateLimit-Policy":      `"global";q=3;w=60`,
 		"RateLimit":             `"global";r=0;t=60`,
 	})
+	// The most restrictive need not be the last applied.
+	tightFirst, err := rules.Parse([]byte("rules:\n  - {name: tight, endpoint: /x, limit: 1, window: 10s}\n  - {name: loose, limit: 5, window: 60s}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w = get(httplimit.New(newRecorder(t0), httplimit.WithRules(tightFirst))(new(counting)), "/x")
+	checkHeaders(t, "tight first", w, map[string]string{
+		"X-RateLimit-Limit":     "1",
+		"X-RateLimit-Remaining": "0",
+		"X-RateLimit-Reset":     "10",
+		"RateLimit-Policy":      `"tight";q=1;w=10, "loose";q=5;w=60`,
+		"RateLimit":             `"tight";r=0;t=10, "loose";r=4;t=12`,
+	})
+
 	want := []string{"global:192.0.2.1", "login:192.0.2.1", "global:192.0.2.1", "login:192.0.2.1", "global:192.0.2.1"}
 	if fmt.Sprint(lim.keys) != fmt.Sprint(want) {
 		t.Errorf("keys %q, want %q", lim.keys, want)

@@ -22,11 +22,16 @@ type Error struct {
 func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString("rules: ")
-	if e.File != "" {
+	switch {
+	case e.File != "" && e.Line > 0: // file:line, as compilers write it
 		b.WriteString(e.File)
 		b.WriteByte(':')
-	}
-	if e.Line > 0 {
+		b.WriteString(strconv.Itoa(e.Line))
+		b.WriteString(": ")
+	case e.File != "":
+		b.WriteString(e.File)
+		b.WriteString(": ")
+	case e.Line > 0:
 		b.WriteString("line ")
 		b.WriteString(strconv.Itoa(e.Line))
 		b.WriteString(": ")

@@ -174,7 +174,7 @@ func TestLoadNamesTheFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := rules.Load(path)
-	if err == nil || !strings.HasPrefix(err.Error(), "rules: "+path+":line 3: ") {
+	if err == nil || !strings.HasPrefix(err.Error(), "rules: "+path+":3: ") {
 		t.Errorf("err = %v, want it to start with the path and line 3", err)
 	}
 	if _, err := rules.Load(filepath.Join(t.TempDir(), "missing.yaml")); !errors.Is(err, os.ErrNotExist) {
