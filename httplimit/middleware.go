@@ -3,7 +3,6 @@ package httplimit
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -40,9 +39,10 @@ type ErrorFunc func(w http.ResponseWriter, r *http.Request, err error)
 type Option func(*Middleware)
 
 // WithRule limits every request by one fixed rule, keyed by the key function
-// (see WithKey) and prefixed with name. It replaces WithRules.
+// (see WithKey) and prefixed with name. It replaces WithRules. A rule that
+// ringlimit.Rule.Validate refuses makes every request a limiter error.
 func WithRule(name string, rule ringlimit.Rule) Option {
-	return func(m *Middleware) { m.name, m.rule, m.src = name, rule, nil }
+	return func(m *Middleware) { m.fixed, m.name, m.rule, m.src = true, name, rule, nil }
 }
 
 // WithKey sets the key function of the fixed rule (WithRule). If not given,
@@ -53,7 +53,7 @@ func WithKey(f KeyFunc) Option { return func(m *Middleware) { m.key = f } }
 // each keyed by its own key spec. A request matching no rule passes
 // unlimited. It replaces WithRule.
 func WithRules(src RuleSource) Option {
-	return func(m *Middleware) { m.src, m.name = src, "" }
+	return func(m *Middleware) { m.src, m.fixed = src, false }
 }
 
 // WithClientIP says how the client IP is found: trusted proxies and IPv6
@@ -92,7 +92,8 @@ func WithLogger(l *slog.Logger) Option { return func(m *Middleware) { m.log = l 
 // and RateLimit list every rule applied.
 type Middleware struct {
 	limiter  ringlimit.Limiter
-	name     string // the fixed rule's name; "" with a RuleSource
+	fixed    bool   // WithRule: name, rule and key apply to every request
+	name     string // the fixed rule's name
 	rule     ringlimit.Rule
 	key      KeyFunc
 	src      RuleSource
@@ -143,7 +144,7 @@ func NewMiddleware(limiter ringlimit.Limiter, opts ...Option) *Middleware {
 		o(m)
 	}
 	if m.log == nil {
-		m.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+		m.log = slog.New(slog.DiscardHandler)
 	}
 	return m
 }
@@ -164,7 +165,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	var abuf [4]applied
 	res := abuf[:0]
 	ctx := r.Context()
-	if m.src == nil && m.name != "" {
+	if m.fixed {
 		key, err := m.fixedKey(r)
 		if err != nil {
 			m.keyError(w, r, next, err)

@@ -11,7 +11,7 @@ type KeyKind uint8
 
 const (
 	KeyIP     KeyKind = iota + 1 // the client IP address (grouped by prefix for IPv6)
-	KeyHeader                    // the value of a request header
+	KeyHeader                    // the (first) value of a request header; a request without it has no key
 	KeyRoute                     // the route pattern that matched the request
 )
 

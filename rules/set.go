@@ -3,6 +3,7 @@ package rules
 import (
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/ringlimit/ringlimit"
 )
@@ -77,7 +78,7 @@ func compile(r Rule) (e entry, field string, err error) {
 		switch {
 		case r.Rule.Limit <= 0:
 			field = "limit"
-		case r.Rule.Window <= 0 || r.Rule.Window%1e6 != 0:
+		case r.Rule.Window <= 0 || r.Rule.Window%time.Millisecond != 0:
 			field = "window"
 		case r.Rule.Burst < 0:
 			field = "burst"

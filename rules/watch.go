@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"sync"
@@ -50,7 +49,7 @@ func NewWatcher(path string, c WatchConfig) (*Watcher, error) {
 		c.Interval = 10 * time.Second
 	}
 	if c.Logger == nil {
-		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -103,7 +102,10 @@ func (w *Watcher) Run(ctx context.Context) error {
 // Reload reads the file once. If its content changed and is valid, the new
 // Set replaces the current one and changed is true. If it cannot be read or
 // parsed, the current Set stays and err says why (a new failure is also
-// logged and counted). An unchanged file costs one read and a comparison.
+// logged and counted). Content already seen, valid or not, returns false and
+// nil: a broken file is reported once, not every Interval. The whole file is
+// read and compared each time (rule files are small), so an edit that keeps
+// the size and the modification time is not missed.
 func (w *Watcher) Reload() (changed bool, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
