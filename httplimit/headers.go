@@ -1,0 +1,115 @@
+package httplimit
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Canonical header names, so the map is written directly.
+const (
+	hLimit      = "X-Ratelimit-Limit"
+	hRemaining  = "X-Ratelimit-Remaining"
+	hReset      = "X-Ratelimit-Reset"
+	hPolicy     = "Ratelimit-Policy"
+	hRateLimit  = "Ratelimit"
+	hRetryAfter = "Retry-After"
+)
+
+// setHeaders writes the rate-limit headers for the decisions res, res[top]
+// being the most restrictive:
+//
+//	X-RateLimit-Limit      res[top]'s Limit
+//	X-RateLimit-Remaining  res[top]'s Remaining
+//	X-RateLimit-Reset      seconds until res[top] resets (ResetAfter, rounded up)
+//	RateLimit-Policy       "name";q=Limit;w=Window-seconds for each, comma separated
+//	RateLimit              "name";r=Remaining;t=reset-seconds for each
+//	Retry-After            when res[top] denies and retry is set: RetryAfter in seconds,
+//	                       rounded up, at least 1
+//
+// (draft-ietf-httpapi-ratelimit-headers-10 for the last three but one). All
+// values share one string and one slice: two allocations.
+func setHeaders(h http.Header, res []applied, top int, retry bool) {
+	var buf [256]byte
+	b := buf[:0]
+	var ends [6]int
+	d := res[top].d
+	b = strconv.AppendInt(b, d.Limit, 10)
+	ends[0] = len(b)
+	b = strconv.AppendInt(b, d.Remaining, 10)
+	ends[1] = len(b)
+	b = strconv.AppendInt(b, ceilSeconds(d.ResetAfter), 10)
+	ends[2] = len(b)
+	for i, a := range res {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = appendSFString(b, a.name)
+		b = append(b, ";q="...)
+		b = strconv.AppendInt(b, a.rule.Limit, 10)
+		b = append(b, ";w="...)
+		b = strconv.AppendInt(b, max(1, ceilSeconds(a.rule.Window)), 10)
+	}
+	ends[3] = len(b)
+	for i, a := range res {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = appendSFString(b, a.name)
+		b = append(b, ";r="...)
+		b = strconv.AppendInt(b, a.d.Remaining, 10)
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, ceilSeconds(a.d.ResetAfter), 10)
+	}
+	ends[4] = len(b)
+	n := 5
+	if !d.Allowed && retry {
+		b = strconv.AppendInt(b, retryAfterSeconds(d.RetryAfter), 10)
+		ends[5] = len(b)
+		n = 6
+	}
+	s := string(b)
+	vals := make([]string, n)
+	start := 0
+	for i := range n {
+		vals[i] = s[start:ends[i]]
+		start = ends[i]
+	}
+	h[hLimit] = vals[0:1:1]
+	h[hRemaining] = vals[1:2:2]
+	h[hReset] = vals[2:3:3]
+	h[hPolicy] = vals[3:4:4]
+	h[hRateLimit] = vals[4:5:5]
+	if n == 6 {
+		h[hRetryAfter] = vals[5:6:6]
+	}
+}
+
+// ceilSeconds is d in whole seconds, rounded up; 0 for d ≤ 0.
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// retryAfterSeconds is Retry-After's value: d rounded up, at least 1.
+func retryAfterSeconds(d time.Duration) int64 { return max(1, ceilSeconds(d)) }
+
+// appendSFString appends s as a Structured Field string (RFC 9651): quoted,
+// '"' and '\' escaped; bytes outside printable ASCII, which a string cannot
+// hold, become '?'.
+func appendSFString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20 || c > 0x7e:
+			b = append(b, '?')
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
+}

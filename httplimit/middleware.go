@@ -1,0 +1,308 @@
+package httplimit
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/ringlimit/ringlimit"
+	"github.com/ringlimit/ringlimit/rules"
+)
+
+// RuleSource yields the rules in force. Both *rules.Set (fixed rules) and
+// *rules.Watcher (rules reloaded from a file) implement it. Current is called
+// once per request and must not block.
+type RuleSource interface {
+	Current() *rules.Set
+}
+
+var (
+	_ RuleSource = (*rules.Set)(nil)
+	_ RuleSource = (*rules.Watcher)(nil)
+)
+
+// DeniedFunc handles a request over its limit. The rate-limit headers,
+// Retry-After included, are already set on w; d is the denying Decision.
+// It may write any response, or queue the request for later and say so.
+type DeniedFunc func(w http.ResponseWriter, r *http.Request, d ringlimit.Decision)
+
+// ErrorFunc handles a request the middleware could not decide: a key function
+// error (which wraps ErrNoKey, or ringlimit.ErrInvalidKey for a key the
+// limiter refused).
+type ErrorFunc func(w http.ResponseWriter, r *http.Request, err error)
+
+// Option configures a Middleware.
+type Option func(*Middleware)
+
+// WithRule limits every request by one fixed rule, keyed by the key function
+// (see WithKey) and prefixed with name. It replaces WithRules. A rule that
+// ringlimit.Rule.Validate refuses makes every request a limiter error.
+func WithRule(name string, rule ringlimit.Rule) Option {
+	return func(m *Middleware) { m.fixed, m.name, m.rule, m.src = true, name, rule, nil }
+}
+
+// WithKey sets the key function of the fixed rule (WithRule). If not given,
+// the client IP (see WithClientIP). Rules from WithRules carry their own keys.
+func WithKey(f KeyFunc) Option { return func(m *Middleware) { m.key = f } }
+
+// WithRules limits each request by the rules of src.Current() that match it,
+// each keyed by its own key spec. A request matching no rule passes
+// unlimited. It replaces WithRule.
+func WithRules(src RuleSource) Option {
+	return func(m *Middleware) { m.src, m.fixed = src, false }
+}
+
+// WithClientIP says how the client IP is found: trusted proxies and IPv6
+// grouping. If not given, the zero ClientIP: RemoteAddr only, IPv6 by /64.
+func WithClientIP(c ClientIP) Option { return func(m *Middleware) { m.ip = c } }
+
+// WithDenied replaces Reject, the default handling of a request over its
+// limit.
+func WithDenied(f DeniedFunc) Option { return func(m *Middleware) { m.denied = f } }
+
+// WithKeyError replaces BadRequest, the default handling of a key error.
+func WithKeyError(f ErrorFunc) Option { return func(m *Middleware) { m.keyErr = f } }
+
+// WithFailOpen passes requests on, without rate-limit headers, when the
+// limiter fails (a closed limiter, a rule it refuses, a cancelled context).
+// Without it they get a bare 500.
+func WithFailOpen() Option { return func(m *Middleware) { m.failOpen = true } }
+
+// WithShadow decides and sets the headers as usual (except Retry-After) but
+// never blocks or delays a request: one that would have been denied is passed
+// on and counted in Stats.WouldDeny. Key and limiter errors pass too. For trying rules out
+// on live traffic.
+func WithShadow() Option { return func(m *Middleware) { m.shadow = true } }
+
+// WithLogger sets where limiter errors are logged. If not given, nowhere.
+func WithLogger(l *slog.Logger) Option { return func(m *Middleware) { m.log = l } }
+
+// Middleware is rate-limiting net/http middleware. It is safe for
+// simultaneous use; its configuration is fixed by NewMiddleware.
+//
+// Each request takes one hit from every rule that applies to it, in rule
+// order, stopping at the first rule that denies it (so later rules are not
+// charged for a request that will not be served; earlier ones were). The
+// X-RateLimit-* headers report the most restrictive rule applied: the
+// denying one, else the one with the fewest hits remaining. RateLimit-Policy
+// and RateLimit list every rule applied.
+type Middleware struct {
+	limiter  ringlimit.Limiter
+	fixed    bool   // WithRule: name, rule and key apply to every request
+	name     string // the fixed rule's name
+	rule     ringlimit.Rule
+	key      KeyFunc
+	src      RuleSource
+	ip       ClientIP
+	denied   DeniedFunc
+	keyErr   ErrorFunc
+	failOpen bool
+	shadow   bool
+	log      *slog.Logger
+
+	allowed, deniedN, wouldDeny, keyErrors, limiterErrors, delayExpired atomic.Uint64
+}
+
+// Stats are a Middleware's counters, since it was made.
+type Stats struct {
+	Allowed       uint64 // requests passed on within their limits (or matching no rule)
+	Denied        uint64 // requests over a limit, handed to the DeniedFunc
+	WouldDeny     uint64 // shadow mode: requests over a limit that were passed on
+	KeyErrors     uint64 // requests without a usable key
+	LimiterErrors uint64 // requests the limiter could not decide (failed open or 500)
+	DelayExpired  uint64 // requests whose context ended while waiting out a Delay
+}
+
+// Stats returns the current counters.
+func (m *Middleware) Stats() Stats {
+	return Stats{
+		Allowed:       m.allowed.Load(),
+		Denied:        m.deniedN.Load(),
+		WouldDeny:     m.wouldDeny.Load(),
+		KeyErrors:     m.keyErrors.Load(),
+		LimiterErrors: m.limiterErrors.Load(),
+		DelayExpired:  m.delayExpired.Load(),
+	}
+}
+
+// New returns middleware that limits requests with limiter, configured by
+// opts. Shorthand for NewMiddleware(limiter, opts...).Handler.
+func New(limiter ringlimit.Limiter, opts ...Option) func(http.Handler) http.Handler {
+	return NewMiddleware(limiter, opts...).Handler
+}
+
+// NewMiddleware returns a Middleware that limits requests with limiter,
+// configured by opts. With neither WithRule nor WithRules, no request matches
+// a rule and all pass.
+func NewMiddleware(limiter ringlimit.Limiter, opts ...Option) *Middleware {
+	m := &Middleware{limiter: limiter, denied: Reject, keyErr: BadRequest}
+	for _, o := range opts {
+		o(m)
+	}
+	if m.log == nil {
+		m.log = slog.New(slog.DiscardHandler)
+	}
+	return m
+}
+
+// Handler wraps next.
+func (m *Middleware) Handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, next) })
+}
+
+// applied is one rule's decision on a request.
+type applied struct {
+	name string
+	rule ringlimit.Rule
+	d    ringlimit.Decision
+}
+
+func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	var abuf [4]applied
+	res := abuf[:0]
+	ctx := r.Context()
+	if m.fixed {
+		key, err := m.fixedKey(r)
+		if err != nil {
+			m.keyError(w, r, next, err)
+			return
+		}
+		d, err := m.limiter.AllowN(ctx, key, m.rule, 1)
+		if err != nil {
+			m.limiterError(w, r, next, err)
+			return
+		}
+		res = append(res, applied{m.name, m.rule, d})
+	} else if m.src != nil {
+		var mbuf [4]*rules.Rule
+		for _, rl := range m.src.Current().AppendMatch(mbuf[:0], r) {
+			key, err := m.specKey(rl, r)
+			if err != nil {
+				m.keyError(w, r, next, err)
+				return
+			}
+			d, err := m.limiter.AllowN(ctx, key, rl.Rule, 1)
+			if err != nil {
+				m.limiterError(w, r, next, err)
+				return
+			}
+			res = append(res, applied{rl.Name, rl.Rule, d})
+			if !d.Allowed {
+				break
+			}
+		}
+	}
+	if len(res) == 0 {
+		m.allowed.Add(1)
+		next.ServeHTTP(w, r)
+		return
+	}
+
+	top := mostRestrictive(res)
+	setHeaders(w.Header(), res, top, !m.shadow)
+	if d := res[top].d; !d.Allowed {
+		if m.shadow {
+			m.wouldDeny.Add(1)
+			next.ServeHTTP(w, r)
+			return
+		}
+		m.deniedN.Add(1)
+		m.denied(w, r, d)
+		return
+	}
+	var delay time.Duration
+	for _, a := range res {
+		delay = max(delay, a.d.Delay)
+	}
+	if delay > 0 && !m.shadow && !wait(ctx, delay) {
+		m.delayExpired.Add(1)
+		h := w.Header()
+		h["Retry-After"] = []string{strconv.FormatInt(ceilSeconds(delay), 10)}
+		http.Error(w, "request deadline too short for the rate limit's delay", http.StatusServiceUnavailable)
+		return
+	}
+	m.allowed.Add(1)
+	next.ServeHTTP(w, r)
+}
+
+// wait waits d, or until ctx is done if that is sooner (at once if ctx's
+// deadline is already too close). It reports whether d was waited out.
+func wait(ctx context.Context, d time.Duration) bool {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
+		return false
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// mostRestrictive is the index of the denying decision (always the last), or
+// else of the one with the fewest hits remaining, the longest reset breaking
+// ties.
+func mostRestrictive(res []applied) int {
+	top := len(res) - 1
+	if !res[top].d.Allowed {
+		return top
+	}
+	for i := len(res) - 2; i >= 0; i-- {
+		a, b := res[i].d, res[top].d
+		if a.Remaining < b.Remaining || a.Remaining == b.Remaining && a.ResetAfter > b.ResetAfter {
+			top = i
+		}
+	}
+	return top
+}
+
+func (m *Middleware) keyError(w http.ResponseWriter, r *http.Request, next http.Handler, err error) {
+	m.keyErrors.Add(1)
+	if m.shadow {
+		next.ServeHTTP(w, r)
+		return
+	}
+	m.keyErr(w, r, err)
+}
+
+func (m *Middleware) limiterError(w http.ResponseWriter, r *http.Request, next http.Handler, err error) {
+	if errors.Is(err, ringlimit.ErrInvalidKey) {
+		m.keyError(w, r, next, err)
+		return
+	}
+	m.limiterErrors.Add(1)
+	m.log.LogAttrs(r.Context(), slog.LevelError, "httplimit: limiter failed",
+		slog.String("err", err.Error()), slog.Bool("fail_open", m.failOpen || m.shadow))
+	if m.failOpen || m.shadow {
+		next.ServeHTTP(w, r)
+		return
+	}
+	http.Error(w, http.StatusText(http.StatusInternalServerError), http.StatusInternalServerError)
+}
+
+// Reject is the default DeniedFunc: 429 Too Many Requests with a small JSON
+// body, {"error":"rate limit exceeded","retry_after":N}, N in whole seconds
+// as in Retry-After.
+func Reject(w http.ResponseWriter, _ *http.Request, d ringlimit.Decision) {
+	b := make([]byte, 0, 64)
+	b = append(b, `{"error":"rate limit exceeded","retry_after":`...)
+	b = strconv.AppendInt(b, retryAfterSeconds(d.RetryAfter), 10)
+	b = append(b, "}\n"...)
+	h := w.Header()
+	h["Content-Type"] = []string{"application/json"}
+	h["X-Content-Type-Options"] = []string{"nosniff"}
+	w.WriteHeader(http.StatusTooManyRequests)
+	w.Write(b)
+}
+
+// BadRequest is the default ErrorFunc for key errors: 400 with a generic
+// text body that reveals nothing of the error.
+func BadRequest(w http.ResponseWriter, _ *http.Request, _ error) {
+	http.Error(w, "bad request: cannot identify the client for rate limiting", http.StatusBadRequest)
+}

@@ -1,0 +1,297 @@
+package rules
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ringlimit/ringlimit"
+	"go.yaml.in/yaml/v3"
+)
+
+// Load reads and parses the rule file at path (see Parse).
+func Load(path string) (*Set, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("rules: load: %w", err)
+	}
+	return parse(path, data)
+}
+
+// Parse parses a rule file and validates every rule. It reports every problem
+// it finds, each an *Error with its line number that wraps ErrInvalid; more
+// than one are joined (errors.Join).
+//
+// The format is a mapping with one key, rules, holding a list of rules (a bare
+// list is accepted too):
+//
+//	rules:
+//	  - name: login          # unique; if omitted, "METHOD path" or the path
+//	    match:
+//	      method: POST       # if omitted, any method
+//	      path: /api/login   # a pattern (see Match); if omitted, any path
+//	      header: X-Plan     # optional; or {name: X-Plan, value: free}
+//	    key: ip              # ip, route, header:NAME, or a list "ip,route"; default ip
+//	    algorithm: sliding_window  # default token_bucket
+//	    limit: 10            # hits per window, > 0
+//	    window: 60s          # a Go duration: 500ms, 60s, 1h
+//	    burst: 0             # bucket capacity; 0 means limit
+//	  - endpoint: /api/posts # shorthand for match: {path: /api/posts}
+//	    limit: 5
+//	    window: 60s
+//
+// An empty document is an error; "rules: []" is an empty Set.
+func Parse(data []byte) (*Set, error) { return parse("", data) }
+
+type parser struct {
+	file string
+	errs []error
+}
+
+func (p *parser) fail(line int, err error) {
+	p.errs = append(p.errs, &Error{File: p.file, Line: line, Err: err})
+}
+
+func (p *parser) failf(line int, format string, args ...any) {
+	p.fail(line, errors.New(fmt.Sprintf(format, args...)))
+}
+
+func (p *parser) err() error {
+	switch len(p.errs) {
+	case 0:
+		return nil
+	case 1:
+		return p.errs[0]
+	}
+	return errors.Join(p.errs...)
+}
+
+func parse(file string, data []byte) (*Set, error) {
+	p := &parser{file: file}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		line, msg := yamlLine(err)
+		p.fail(line, errors.New(msg))
+		return nil, p.err()
+	}
+	if len(doc.Content) == 0 {
+		p.failf(1, "empty document: want a rules list")
+		return nil, p.err()
+	}
+	list := doc.Content[0]
+	if list.Kind == yaml.MappingNode {
+		var found *yaml.Node
+		for i := 0; i+1 < len(list.Content); i += 2 {
+			k := list.Content[i]
+			if k.Value != "rules" {
+				p.failf(k.Line, "unknown key %q (want rules)", k.Value)
+				continue
+			}
+			if found != nil {
+				p.failf(k.Line, "rules given twice")
+			}
+			found = list.Content[i+1]
+		}
+		if found == nil {
+			p.failf(list.Line, "no rules key")
+			return nil, p.err()
+		}
+		list = found
+	}
+	if list.Kind != yaml.SequenceNode {
+		p.failf(list.Line, "rules must be a list")
+		return nil, p.err()
+	}
+
+	set := &Set{entries: make([]entry, 0, len(list.Content))}
+	names := make(map[string]int, len(list.Content)) // name → line
+	for _, n := range list.Content {
+		e, nameLine, ok := p.rule(n)
+		if !ok {
+			continue
+		}
+		if first, dup := names[e.Name]; dup {
+			p.failf(nameLine, "duplicate rule name %q (first at line %d)", e.Name, first)
+			continue
+		}
+		names[e.Name] = nameLine
+		set.entries = append(set.entries, e)
+	}
+	if err := p.err(); err != nil {
+		return nil, err
+	}
+	return set, nil
+}
+
+// rule parses one rule node. It returns the compiled rule and the line of its
+// name (of the rule, if the name is derived), or ok false after recording
+// the errors.
+func (p *parser) rule(n *yaml.Node) (e entry, nameLine int, ok bool) {
+	if n.Kind != yaml.MappingNode {
+		p.failf(n.Line, "a rule must be a mapping")
+		return entry{}, 0, false
+	}
+	before := len(p.errs)
+	r := Rule{Line: n.Line}
+	lines := map[string]int{} // field → line of its value
+	keyText, endpoint := "ip", ""
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if first, dup := seen[k.Value]; dup {
+			p.failf(k.Line, "field %q given twice (first at line %d)", k.Value, first)
+			continue
+		}
+		seen[k.Value] = k.Line
+		lines[k.Value] = v.Line
+		switch k.Value {
+		case "name":
+			r.Name = p.str(v)
+		case "endpoint":
+			endpoint = p.str(v)
+			lines["match.path"] = v.Line
+		case "match":
+			p.match(v, &r.Match, lines)
+		case "key":
+			keyText = p.str(v)
+		case "algorithm":
+			if s := p.str(v); s != "" {
+				a, err := ringlimit.ParseAlgorithm(s)
+				if err != nil {
+					p.fail(v.Line, err)
+				}
+				r.Rule.Algorithm = a
+			}
+		case "limit":
+			r.Rule.Limit = p.int(v, "limit")
+		case "burst":
+			r.Rule.Burst = p.int(v, "burst")
+		case "window":
+			s := p.str(v)
+			d, err := time.ParseDuration(s)
+			if err != nil {
+				p.failf(v.Line, "window %q is not a duration (like 500ms, 60s, 1h)", s)
+			}
+			r.Rule.Window = d
+		default:
+			p.failf(k.Line, "unknown field %q", k.Value)
+		}
+	}
+	if endpoint != "" {
+		if r.Match.Path != "" {
+			p.failf(lines["endpoint"], "endpoint and match.path both given")
+		}
+		r.Match.Path = endpoint
+	}
+	nameLine = lines["name"]
+	if r.Name == "" {
+		nameLine = n.Line
+		switch {
+		case r.Match.Path == "":
+			p.failf(n.Line, "a rule without a path needs a name")
+		case r.Match.Method != "":
+			r.Name = strings.ToUpper(r.Match.Method) + " " + r.Match.Path
+		default:
+			r.Name = r.Match.Path
+		}
+	}
+	if ks, err := ParseKeySpec(keyText); err != nil {
+		p.fail(lineOr(lines["key"], n.Line), err)
+	} else {
+		r.Key = ks
+	}
+	if _, given := lines["limit"]; !given {
+		p.failf(n.Line, "limit is required")
+	}
+	if _, given := lines["window"]; !given {
+		p.failf(n.Line, "window is required")
+	}
+	if len(p.errs) > before {
+		return entry{}, 0, false
+	}
+	e, field, err := compile(r)
+	if err != nil {
+		p.fail(lineOr(lines[field], n.Line), err)
+		return entry{}, 0, false
+	}
+	return e, nameLine, true
+}
+
+func (p *parser) match(n *yaml.Node, m *Match, lines map[string]int) {
+	if n.Kind != yaml.MappingNode {
+		p.failf(n.Line, "match must be a mapping")
+		return
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		lines["match."+k.Value] = v.Line
+		switch k.Value {
+		case "method":
+			m.Method = p.str(v)
+		case "path":
+			m.Path = p.str(v)
+		case "header":
+			if v.Kind == yaml.MappingNode {
+				for j := 0; j+1 < len(v.Content); j += 2 {
+					hk, hv := v.Content[j], v.Content[j+1]
+					switch hk.Value {
+					case "name":
+						m.Header = p.str(hv)
+					case "value":
+						m.HeaderValue = p.str(hv)
+					default:
+						p.failf(hk.Line, "unknown field %q in match.header (want name, value)", hk.Value)
+					}
+				}
+			} else {
+				m.Header = p.str(v)
+			}
+		default:
+			p.failf(k.Line, "unknown field %q in match (want method, path, header)", k.Value)
+		}
+	}
+}
+
+func (p *parser) str(n *yaml.Node) string {
+	if n.Kind != yaml.ScalarNode {
+		p.failf(n.Line, "want a single value")
+		return ""
+	}
+	return n.Value
+}
+
+func (p *parser) int(n *yaml.Node, field string) int64 {
+	s := p.str(n)
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil && n.Kind == yaml.ScalarNode {
+		p.failf(n.Line, "%s %q is not an integer", field, s)
+	}
+	return v
+}
+
+func lineOr(line, def int) int {
+	if line > 0 {
+		return line
+	}
+	return def
+}
+
+// yamlLine splits a yaml.v3 syntax error ("yaml: line 4: did not find
+// expected key") into its line and message; line 0 and the whole text if it
+// has no line.
+func yamlLine(err error) (line int, msg string) {
+	msg = err.Error()
+	rest, ok := strings.CutPrefix(msg, "yaml: line ")
+	if !ok {
+		return 0, msg
+	}
+	digits, text, ok := strings.Cut(rest, ": ")
+	n, err2 := strconv.Atoi(digits)
+	if !ok || err2 != nil {
+		return 0, msg
+	}
+	return n, "yaml: " + text
+}
