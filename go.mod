@@ -1,5 +1,8 @@
 module github.com/ringlimit/ringlimit
 
-go 1.25
+go 1.25.0
 
-require go.uber.org/goleak v1.3.0 // indirect
+require (
+	github.com/sony/gobreaker/v2 v2.4.0
+	go.uber.org/goleak v1.3.0
+)
