@@ -76,10 +76,10 @@ type Limiter struct {
 	share   func() int
 	log     *slog.Logger
 
-	localFailed                   atomic.Bool // logged once
-	primaryErrors, timeouts       atomic.Uint64
-	canceled, resetsDropped       atomic.Uint64
-	fallbacks                     [numPolicies]atomic.Uint64
+	localFailed             atomic.Bool // logged once
+	primaryErrors, timeouts atomic.Uint64
+	canceled, resetsDropped atomic.Uint64
+	fallbacks               [numPolicies]atomic.Uint64
 }
 
 var _ ringlimit.Limiter = (*Limiter)(nil)
