@@ -4,5 +4,8 @@ go 1.25.0
 
 require (
 	github.com/sony/gobreaker/v2 v2.4.0
+	github.com/valkey-io/valkey-go v1.0.79
 	go.uber.org/goleak v1.3.0
 )
+
+require golang.org/x/sys v0.47.0 // indirect
