@@ -60,6 +60,15 @@ const (
 	Ignored
 )
 
+var outcomeNames = [...]string{"success", "failure", "ignored"}
+
+func (o Outcome) String() string {
+	if int(o) < len(outcomeNames) {
+		return outcomeNames[o]
+	}
+	return "Outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
 // ErrOpen is returned by Breaker.Allow when it rejects a call: the breaker is
 // open, or half-open with its probe still in flight.
 var ErrOpen = errors.New("failover: breaker open")
