@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -145,7 +146,7 @@ func NewBreaker(c BreakerConfig) *Breaker {
 	}
 	maxFailures := uint32(DefaultMaxFailures)
 	if c.MaxFailures > 0 {
-		maxFailures = uint32(min(c.MaxFailures, 1<<31))
+		maxFailures = uint32(min(c.MaxFailures, math.MaxInt32))
 	}
 	cooldown := c.Cooldown
 	if cooldown <= 0 {

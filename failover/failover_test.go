@@ -242,9 +242,12 @@ func TestTimeoutBoundsEachCall(t *testing.T) {
 	const timeout = 30 * time.Millisecond
 	l := failover.New(f, failover.Config{Timeout: timeout, MaxFailures: 2})
 	for i := range 2 {
+		// The caller's deadline is far away: Timeout must bound the call.
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		start := time.Now()
-		d, err := l.AllowN(ctx, "k", perMin30, 1)
+		d, err := l.AllowN(cctx, "k", perMin30, 1)
 		took := time.Since(start)
+		cancel()
 		if err != nil || d.Source != ringlimit.Fallback {
 			t.Fatalf("call %d: %+v, %v; want a fallback", i, d, err)
 		}

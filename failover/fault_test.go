@@ -1,6 +1,7 @@
 package failover_test
 
 import (
+	"context"
 	"runtime"
 	"strconv"
 	"sync"
@@ -64,6 +65,7 @@ type load struct {
 	errs     atomic.Int64
 	store    atomic.Int64 // decisions with Source Store
 	fallback atomic.Int64
+	denied   atomic.Int64 // decisions with Allowed false: none, with a limit this generous and policy Open
 
 	mu         sync.Mutex
 	maxAll     time.Duration // the slowest call
@@ -97,14 +99,21 @@ func startLoad(l *failover.Limiter, since func() int64) *load {
 				case <-time.After(time.Millisecond): // pacing, not waiting for an event
 				}
 				s := since()
+				// A caller's deadline far beyond Timeout: were the Limiter's
+				// own bound broken, calls would fail instead of hanging.
+				cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 				start := time.Now()
-				d, err := l.AllowN(ctx, key, generous, 1)
+				d, err := l.AllowN(cctx, key, generous, 1)
 				took := time.Since(start)
+				cancel()
 				ld.calls.Add(1)
 				maxAll = max(maxAll, took)
 				if s != 0 && start.UnixNano() > s {
 					maxAfter = max(maxAfter, took)
 					after++
+				}
+				if err == nil && !d.Allowed {
+					ld.denied.Add(1)
 				}
 				switch {
 				case err != nil:
@@ -156,6 +165,9 @@ func TestKillServerUnderLoad(t *testing.T) {
 		toOpen, ld.calls.Load(), ld.store.Load(), ld.fallback.Load(), ld.afterCalls, ld.maxAfter, ld.maxAll, st)
 	if n := ld.errs.Load(); n != 0 {
 		t.Fatalf("%d callers got errors, want none; first: %v", n, ld.firstErr)
+	}
+	if n := ld.denied.Load(); n != 0 {
+		t.Fatalf("%d calls denied, want none (policy Open)", n)
 	}
 	if ld.afterCalls < 100 {
 		t.Fatalf("only %d calls after the breaker opened", ld.afterCalls)
@@ -217,6 +229,9 @@ func TestHangServerUnderLoad(t *testing.T) {
 		toOpen, ld.maxAll, ld.maxAfter, ld.afterCalls, toClose, base, peak, settled, hung)
 	if n := ld.errs.Load(); n != 0 {
 		t.Fatalf("%d callers got errors, want none; first: %v", n, ld.firstErr)
+	}
+	if n := ld.denied.Load(); n != 0 {
+		t.Fatalf("%d calls denied, want none (policy Open)", n)
 	}
 	if ld.maxAll > faultTimeout+faultMargin {
 		t.Fatalf("a call took %s, over Timeout %s + %s", ld.maxAll, faultTimeout, faultMargin)
