@@ -71,6 +71,7 @@ type load struct {
 	maxAll     time.Duration // the slowest call
 	maxAfter   time.Duration // the slowest call started after `since`
 	afterCalls int64         // calls started after `since`
+	slowAfter  int64         // of those, calls that took at least faultTimeout/2
 	firstErr   error
 }
 
@@ -84,12 +85,13 @@ func startLoad(l *failover.Limiter, since func() int64) *load {
 			defer ld.wg.Done()
 			key := "load-" + strconv.Itoa(i)
 			var maxAll, maxAfter time.Duration
-			var after int64
+			var after, slow int64
 			defer func() {
 				ld.mu.Lock()
 				ld.maxAll = max(ld.maxAll, maxAll)
 				ld.maxAfter = max(ld.maxAfter, maxAfter)
 				ld.afterCalls += after
+				ld.slowAfter += slow
 				ld.mu.Unlock()
 			}()
 			for {
@@ -111,6 +113,9 @@ func startLoad(l *failover.Limiter, since func() int64) *load {
 				if s != 0 && start.UnixNano() > s {
 					maxAfter = max(maxAfter, took)
 					after++
+					if took >= faultTimeout/2 {
+						slow++
+					}
 				}
 				if err == nil && !d.Allowed {
 					ld.denied.Add(1)
@@ -225,8 +230,8 @@ func TestHangServerUnderLoad(t *testing.T) {
 	}
 	ld.halt()
 	ld.stop = make(chan struct{})
-	t.Logf("hang: open %s after SIGSTOP; slowest call %s (after open %s, %d calls); closed %s after SIGCONT; goroutines base %d, peak %d, settled %d; stats while hung %+v",
-		toOpen, ld.maxAll, ld.maxAfter, ld.afterCalls, toClose, base, peak, settled, hung)
+	t.Logf("hang: open %s after SIGSTOP; slowest call %s (after open %s, %d calls, %d of them slow: probes); closed %s after SIGCONT; goroutines base %d, peak %d, settled %d; stats while hung %+v",
+		toOpen, ld.maxAll, ld.maxAfter, ld.afterCalls, ld.slowAfter, toClose, base, peak, settled, hung)
 	if n := ld.errs.Load(); n != 0 {
 		t.Fatalf("%d callers got errors, want none; first: %v", n, ld.firstErr)
 	}
@@ -235,6 +240,11 @@ func TestHangServerUnderLoad(t *testing.T) {
 	}
 	if ld.maxAll > faultTimeout+faultMargin {
 		t.Fatalf("a call took %s, over Timeout %s + %s", ld.maxAll, faultTimeout, faultMargin)
+	}
+	// After the breaker opened, only the probes (one per cooldown, each
+	// reopening it) may wait for the hung server.
+	if probes := int64(r.l.Stats().Opens) - 1; ld.slowAfter > probes {
+		t.Fatalf("%d calls after the breaker opened waited ≥ %s; only the %d probes may", ld.slowAfter, faultTimeout/2, probes)
 	}
 	if hung.Timeouts < 5 {
 		t.Fatalf("%d timeouts while hung, want at least MaxFailures", hung.Timeouts)
