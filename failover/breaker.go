@@ -184,7 +184,8 @@ func (b *Breaker) stateChanged(_ string, from, to gobreaker.State) {
 // Allow asks whether a call may go through. If it may, the caller makes the
 // call and then must call done exactly once with its Outcome (a call that is
 // never reported keeps a half-open breaker from ever letting another probe
-// through). If not, Allow returns ErrOpen at once.
+// through; an Outcome other than the three is a Failure). If not, Allow
+// returns ErrOpen at once.
 func (b *Breaker) Allow() (done func(Outcome), err error) {
 	d, err := b.allow()
 	if err != nil {
