@@ -5,6 +5,8 @@ go 1.25.0
 require (
 	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/hashicorp/memberlist v0.7.0
+	github.com/sony/gobreaker/v2 v2.4.0
+	github.com/valkey-io/valkey-go v1.0.79
 	go.uber.org/goleak v1.3.0
 	go.yaml.in/yaml/v3 v3.0.6
 )

@@ -1,0 +1,39 @@
+// Package failover keeps a store outage from taking the service down.
+//
+// A Limiter wraps a primary ringlimit.Limiter (in ringlimit, the central
+// Valkey store) with a per-call timeout and a circuit breaker. Each call to the
+// primary is bounded by Config.Timeout (50 ms by default), whatever the
+// caller's own deadline. After Config.MaxFailures consecutive failures (5) the
+// breaker opens: calls no longer touch the primary and are answered by
+// Config.Policy in well under a microsecond, without allocating. After
+// Config.Cooldown (1 s) one probe call goes to the primary; its success closes
+// the breaker, its failure keeps it open for another cooldown.
+//
+// When the primary cannot answer, the Decision comes from the policy, with
+// Source ringlimit.Fallback and no error:
+//
+//   - Open (the default) allows the call;
+//   - Closed denies it, with a RetryAfter of the cooldown;
+//   - LocalShare decides on a local limiter with this node's share of the
+//     rule (the rule divided by Config.Share(), for example the number of
+//     live nodes), so the cluster still enforces about the whole limit.
+//
+// Only the primary's own failures count against the breaker. A caller whose
+// context is done gets its ctx.Err() back; bad input and ringlimit.ErrClosed
+// are returned as the primary returns them; none of these counts.
+//
+// The breaker is also offered on its own, as Breaker, for callers (the node's
+// peer connections) that protect something other than a Limiter. This package
+// is the only one in ringlimit that imports sony/gobreaker; none of its types
+// appear in the API.
+//
+// The primary must return when its context is done: the Limiter bounds the
+// wait by the context it passes and starts no goroutines of its own. It must
+// also report a store it cannot reach as an ordinary error, not as one
+// wrapping a ringlimit sentinel (those are returned to the caller as-is).
+//
+// Cost, measured on a 2-core machine: a decision with the breaker open takes
+// about 0.1 µs (0.2 µs with LocalShare) and allocates nothing; a healthy call
+// pays about 0.7 µs and 5 small allocations for the timeout context and the
+// breaker's bookkeeping, against some 50 µs for a Valkey round trip.
+package failover

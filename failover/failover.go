@@ -1,0 +1,272 @@
+package failover
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/ringlimit/ringlimit"
+)
+
+// DefaultTimeout bounds each call to the primary when Config.Timeout is zero.
+const DefaultTimeout = 50 * time.Millisecond
+
+// Config configures a Limiter. The zero Config is valid: 50 ms per call, open
+// after 5 consecutive failures, a probe after 1 s, and the Open policy.
+type Config struct {
+	// Timeout bounds each call to the primary, whatever the caller's own
+	// deadline (a shorter caller deadline still applies). If zero or
+	// negative, DefaultTimeout (50 ms).
+	Timeout time.Duration
+	// MaxFailures is the number of consecutive failed or timed-out primary
+	// calls that opens the breaker. If zero or negative, 5.
+	MaxFailures int
+	// Cooldown is how long the breaker stays open before one probe call goes
+	// to the primary; it is also the RetryAfter of the Closed policy. If zero
+	// or negative, 1 s.
+	Cooldown time.Duration
+	// Policy decides when the primary cannot answer. The zero value is Open.
+	Policy Policy
+	// Local is the limiter the LocalShare policy decides on. Give it one of
+	// its own: it keeps the shares' state under the callers' keys, which must
+	// not mix with state it holds for other purposes. If nil with LocalShare,
+	// the Limiter uses Open instead and New logs a warning. Unused by the
+	// other policies.
+	Local ringlimit.Limiter
+	// Share returns the number of nodes that share each rule while the
+	// primary is down (for example, the live members of the cluster); the
+	// LocalShare policy divides each rule by it. It is called on every
+	// LocalShare decision, so it must be cheap and safe for simultaneous
+	// use. If nil, or if it returns less than 1, 1.
+	Share func() int
+	// OnStateChange, if not nil, is called on every change of the breaker's
+	// state. It runs synchronously under the breaker's lock on the goroutine
+	// of the call that caused the change: it must be short, must not block,
+	// and must not call the Limiter.
+	OnStateChange func(from, to State)
+	// Logger receives the breaker's changes of state and configuration
+	// warnings. If nil, nothing is logged.
+	Logger *slog.Logger
+}
+
+// Limiter is a ringlimit.Limiter that asks a primary limiter (the central
+// store) through a circuit breaker, and answers by its Policy, with
+// Source ringlimit.Fallback and no error, when the primary cannot answer: it
+// failed, it took longer than Timeout, or the breaker is open.
+//
+// A call waits for the primary at most Timeout; while the breaker is open it
+// does not touch the primary at all.
+//
+// Errors are returned only for bad input (validated here, and returned as-is
+// from the primary: errors wrapping ringlimit.ErrInvalidRule, ErrInvalidKey or
+// ErrInvalidHits), ringlimit.ErrClosed from the primary, and a caller's
+// context that is done (its ctx.Err()). None of these counts against the
+// breaker.
+//
+// Limiter is safe for simultaneous use by multiple goroutines.
+type Limiter struct {
+	primary ringlimit.Limiter
+	breaker *Breaker
+	timeout time.Duration
+	retry   time.Duration // the Closed policy's RetryAfter: Cooldown in whole ms
+	policy  Policy
+	local   ringlimit.Limiter
+	share   func() int
+	log     *slog.Logger
+
+	localFailed             atomic.Bool // logged once
+	primaryErrors, timeouts atomic.Uint64
+	canceled, resetsDropped atomic.Uint64
+	fallbacks               [numPolicies]atomic.Uint64
+}
+
+var _ ringlimit.Limiter = (*Limiter)(nil)
+
+// New returns a Limiter that asks primary, configured by c. A nil primary is
+// a store that is never there: every decision comes from the policy.
+func New(primary ringlimit.Limiter, c Config) *Limiter {
+	l := &Limiter{
+		primary: primary,
+		timeout: c.Timeout,
+		policy:  c.Policy,
+		local:   c.Local,
+		share:   c.Share,
+		log:     c.Logger,
+	}
+	if l.log == nil {
+		l.log = slog.New(slog.DiscardHandler)
+	}
+	if l.timeout <= 0 {
+		l.timeout = DefaultTimeout
+	}
+	cooldown := c.Cooldown
+	if cooldown <= 0 {
+		cooldown = DefaultCooldown
+	}
+	l.retry = (cooldown + time.Millisecond - 1).Truncate(time.Millisecond)
+	if l.policy >= numPolicies {
+		l.log.Warn("failover: unknown policy; using open", "policy", l.policy.String())
+		l.policy = Open
+	}
+	if l.policy == LocalShare && l.local == nil {
+		l.log.Warn("failover: policy local_share without Config.Local; using open")
+		l.policy = Open
+	}
+	l.breaker = NewBreaker(BreakerConfig{
+		Name:          "failover",
+		MaxFailures:   c.MaxFailures,
+		Cooldown:      cooldown,
+		OnStateChange: c.OnStateChange,
+		Logger:        l.log,
+	})
+	return l
+}
+
+// AllowN consumes n hits on key if the primary admits them, or answers by
+// the policy if the primary cannot answer.
+func (l *Limiter) AllowN(ctx context.Context, key string, rule ringlimit.Rule, n int64) (ringlimit.Decision, error) {
+	if err := ringlimit.ValidateCall(key, rule, n); err != nil {
+		return ringlimit.Decision{}, err
+	}
+	return l.decide(ctx, key, rule, n, false)
+}
+
+// Peek asks the primary's Peek, or answers by the policy (for n = 0: Open
+// reports the full capacity remaining) if the primary cannot answer.
+func (l *Limiter) Peek(ctx context.Context, key string, rule ringlimit.Rule) (ringlimit.Decision, error) {
+	if err := ringlimit.ValidateCall(key, rule, 0); err != nil {
+		return ringlimit.Decision{}, err
+	}
+	return l.decide(ctx, key, rule, 0, true)
+}
+
+// Reset forgets key in the primary (and, with LocalShare, in Config.Local).
+// A Reset that cannot reach the primary (breaker open, failure, timeout) is
+// dropped and counted in Stats.ResetsDropped, not returned as an error: the
+// store is down, and its state will be rebuilt or expire.
+func (l *Limiter) Reset(ctx context.Context, key string) error {
+	if err := ringlimit.ValidateKey(key); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		l.canceled.Add(1)
+		return err
+	}
+	if l.policy == LocalShare {
+		_ = l.local.Reset(ctx, key) // a failing local has nothing to forget
+	}
+	if l.primary == nil {
+		return nil
+	}
+	done, err := l.breaker.allow()
+	if err != nil {
+		l.resetsDropped.Add(1)
+		return nil
+	}
+	_, err = l.ask(ctx, done, func(ctx context.Context) (ringlimit.Decision, error) {
+		return ringlimit.Decision{}, l.primary.Reset(ctx, key)
+	})
+	if err == errFailure {
+		l.resetsDropped.Add(1)
+		return nil
+	}
+	return err
+}
+
+// decide runs one validated AllowN (or Peek) through the breaker.
+func (l *Limiter) decide(ctx context.Context, key string, rule ringlimit.Rule, n int64, peek bool) (ringlimit.Decision, error) {
+	if err := ctx.Err(); err != nil {
+		l.canceled.Add(1)
+		return ringlimit.Decision{}, err
+	}
+	if l.primary == nil {
+		return l.fallback(ctx, key, rule, n, peek), nil
+	}
+	// The breaker first: an open breaker answers without a timer or a
+	// context, so the open path allocates nothing.
+	done, err := l.breaker.allow()
+	if err != nil {
+		return l.fallback(ctx, key, rule, n, peek), nil
+	}
+	d, err := l.ask(ctx, done, func(ctx context.Context) (ringlimit.Decision, error) {
+		if peek {
+			return l.primary.Peek(ctx, key, rule)
+		}
+		return l.primary.AllowN(ctx, key, rule, n)
+	})
+	if err == errFailure {
+		return l.fallback(ctx, key, rule, n, peek), nil
+	}
+	return d, err
+}
+
+// ask makes one call to the primary under Timeout and reports its outcome to
+// the breaker's done. It returns the primary's answer; errFailure if the
+// primary failed (the caller falls back); or an error to return as-is: the
+// caller's own ctx.Err(), or bad input or ErrClosed from the primary.
+func (l *Limiter) ask(ctx context.Context, done func(error), call func(context.Context) (ringlimit.Decision, error)) (ringlimit.Decision, error) {
+	reported := false
+	defer func() {
+		if !reported { // the primary panicked: a failure, or a half-open breaker would wait for this probe forever
+			done(errFailure)
+		}
+	}()
+	tctx, cancel := context.WithTimeout(ctx, l.timeout)
+	d, err := call(tctx)
+	timedOut := err != nil && (tctx.Err() == context.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded))
+	cancel()
+	reported = true
+	switch {
+	case err == nil:
+		done(nil)
+		return d, nil
+	case ctx.Err() != nil: // the caller gave up or ran out of time: not the primary's fault
+		done(errIgnored)
+		l.canceled.Add(1)
+		return ringlimit.Decision{}, ctx.Err()
+	case errors.Is(err, ringlimit.ErrInvalidRule), errors.Is(err, ringlimit.ErrInvalidKey),
+		errors.Is(err, ringlimit.ErrInvalidHits), errors.Is(err, ringlimit.ErrClosed):
+		done(errIgnored)
+		return ringlimit.Decision{}, err
+	}
+	done(errFailure)
+	if timedOut {
+		l.timeouts.Add(1)
+	} else {
+		l.primaryErrors.Add(1)
+	}
+	return ringlimit.Decision{}, errFailure
+}
+
+// State returns the breaker's state.
+func (l *Limiter) State() State { return l.breaker.State() }
+
+// Stats are a Limiter's counters, all since New.
+type Stats struct {
+	BreakerStats // the breaker's state; Rejected counts calls answered by the policy without asking the primary
+
+	PrimaryErrors uint64 // primary calls that failed with an error
+	Timeouts      uint64 // primary calls that took longer than Timeout
+	Canceled      uint64 // calls whose caller's context was done: its error returned, nothing counted
+	ResetsDropped uint64 // Resets that did not reach the primary
+
+	// Decisions made by each policy. LocalShare decisions that the local
+	// limiter could not make are counted as Open.
+	FallbackOpen, FallbackClosed, FallbackLocalShare uint64
+}
+
+// Stats returns the current counters.
+func (l *Limiter) Stats() Stats {
+	return Stats{
+		BreakerStats:       l.breaker.Stats(),
+		PrimaryErrors:      l.primaryErrors.Load(),
+		Timeouts:           l.timeouts.Load(),
+		Canceled:           l.canceled.Load(),
+		ResetsDropped:      l.resetsDropped.Load(),
+		FallbackOpen:       l.fallbacks[Open].Load(),
+		FallbackClosed:     l.fallbacks[Closed].Load(),
+		FallbackLocalShare: l.fallbacks[LocalShare].Load(),
+	}
+}
