@@ -1,0 +1,109 @@
+package main
+
+import (
+	"fmt"
+	"time"
+)
+
+// phase is a stretch of a run between two events, with what the generator
+// saw during it.
+type phase struct {
+	Name  string
+	Whole bool // every node and the store up: the limit must hold
+	start time.Time
+	end   time.Time
+	counters
+}
+
+// step is one action of the scripted scenario, at a fraction of the run.
+type step struct {
+	at     float64 // of -duration
+	action string  // a stdin command: "k 2", "r 2", "s", "S"
+	phase  string  // the phase it begins
+	whole  bool
+}
+
+// chaosScript kills a node, restarts it, kills the store and restarts it.
+func chaosScript(nodes int) []step {
+	victim := fmt.Sprint(min(2, nodes))
+	return []step{
+		{0.20, "k " + victim, "node " + victim + " killed", false},
+		{0.40, "r " + victim, "node " + victim + " back", true},
+		{0.60, "s", "store killed", false},
+		{0.80, "S", "store back", true},
+	}
+}
+
+// settle is how long after a phase starts its windows are not held to the
+// limit: the ring and the breakers need a moment to agree.
+const settle = time.Second
+
+// phaseSummary is one phase in the final report.
+type phaseSummary struct {
+	Name     string            `json:"name"`
+	Whole    bool              `json:"whole"`
+	StartS   float64           `json:"start_s"`
+	EndS     float64           `json:"end_s"`
+	Requests uint64            `json:"requests"`
+	Allowed  uint64            `json:"allowed"`
+	Denied   uint64            `json:"denied"`
+	Errors   uint64            `json:"errors"`
+	ToKilled uint64            `json:"to_killed_node"`
+	Dropped  uint64            `json:"dropped"`
+	Sources  map[string]uint64 `json:"sources"`
+	Check    checkSummary      `json:"check"`
+	LastErr  string            `json:"last_error,omitempty"`
+}
+
+// checkSummary holds the admitted /v1/allow hits per key and fixed window
+// against the limit, for the windows wholly inside a phase (after settle).
+type checkSummary struct {
+	Limit       int `json:"limit"`
+	Windows     int `json:"windows"`
+	MaxAdmitted int `json:"max_admitted"`
+	OverLimit   int `json:"over_limit"`
+}
+
+// summary is the final report, printed as one JSON line.
+type summary struct {
+	Store     string         `json:"store"`
+	Nodes     int            `json:"nodes"`
+	NodesUp   int            `json:"nodes_up"`
+	DurationS float64        `json:"duration_s"`
+	Requests  uint64         `json:"requests"`
+	Errors    uint64         `json:"errors"`
+	Phases    []phaseSummary `json:"phases"`
+}
+
+func summarize(phases []*phase, windows map[checkWindowKey]int, start time.Time) []phaseSummary {
+	var out []phaseSummary
+	for _, p := range phases {
+		s := phaseSummary{Name: p.Name, Whole: p.Whole,
+			StartS: round1(p.start.Sub(start)), EndS: round1(p.end.Sub(start)),
+			Requests: p.Requests.Load(), Allowed: p.Allowed.Load(), Denied: p.Denied.Load(),
+			Errors: p.Errors.Load(), ToKilled: p.ToKilled.Load(), Dropped: p.Dropped.Load(),
+			Sources: map[string]uint64{}, Check: checkSummary{Limit: checkLimit}}
+		for src := range p.Sources {
+			s.Sources[sourceName(src)] = p.Sources[src].Load()
+		}
+		if m := p.LastErrMsg.Load(); m != nil {
+			s.LastErr = *m
+		}
+		w := checkWindow.Milliseconds()
+		from, to := p.start.Add(settle).UnixMilli(), p.end.UnixMilli()
+		for k, n := range windows {
+			if k.window*w < from || (k.window+1)*w > to {
+				continue
+			}
+			s.Check.Windows++
+			s.Check.MaxAdmitted = max(s.Check.MaxAdmitted, n)
+			if n > checkLimit {
+				s.Check.OverLimit++
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func round1(d time.Duration) float64 { return float64(d.Milliseconds()/100) / 10 }

@@ -1,0 +1,287 @@
+package main
+
+import (
+	"bufio"
+	"crypto/sha1"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+)
+
+// structShim is struct.lua squeezed onto one line, so that a script's line
+// numbers in error messages move by exactly one.
+//
+//go:embed struct.lua
+var structLua string
+
+func structShim() string {
+	var b strings.Builder
+	for _, line := range strings.Split(structLua, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "--") {
+			continue
+		}
+		b.WriteString(line)
+		b.WriteByte(' ')
+	}
+	b.WriteByte('\n')
+	return b.String()
+}
+
+// embeddedStore is an in-process Redis-compatible server: miniredis behind a
+// small RESP front on a fixed loopback address. miniredis's Lua has no struct
+// library, which ringlimit's scripts use, so the front prepends a pure-Lua one
+// to every script it passes on (EVAL, EVAL_RO, SCRIPT LOAD) and maps the
+// client's SHA1 of a script to the SHA1 of the script as loaded (EVALSHA,
+// EVALSHA_RO). Replies pass through untouched.
+//
+// Stop drops every connection and every key, as killing a server with no
+// persistence would; Start comes back on the same address, empty.
+type embeddedStore struct {
+	addr string
+	shim string
+
+	mu    sync.Mutex
+	mini  *miniredis.Miniredis
+	ln    net.Listener
+	conns map[net.Conn]struct{}
+	shas  map[string]string // client's SHA1 → SHA1 of shim+script
+	done  chan struct{}     // closed by Stop: ends the TTL ticker
+	wg    sync.WaitGroup
+}
+
+func newEmbeddedStore(addr string) *embeddedStore {
+	return &embeddedStore{addr: addr, shim: structShim(), shas: map[string]string{}}
+}
+
+func (e *embeddedStore) Kind() string { return "embedded (miniredis v2.40.0, in-process)" }
+func (e *embeddedStore) Addr() string { return e.addr }
+
+func (e *embeddedStore) Running() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.mini != nil
+}
+
+// Start starts the server, empty, on its address. Starting a running store
+// does nothing.
+func (e *embeddedStore) Start() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.mini != nil {
+		return nil
+	}
+	mini := miniredis.NewMiniRedis()
+	if err := mini.StartAddr("127.0.0.1:0"); err != nil {
+		return fmt.Errorf("embedded store: %w", err)
+	}
+	var ln net.Listener
+	var err error
+	for range 50 { // the port may linger for a moment after Stop
+		if ln, err = net.Listen("tcp", e.addr); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		mini.Close()
+		return fmt.Errorf("embedded store: %w", err)
+	}
+	e.mini, e.ln, e.conns, e.done = mini, ln, map[net.Conn]struct{}{}, make(chan struct{})
+	e.wg.Add(2)
+	go e.accept(ln, mini.Addr())
+	go e.expire(mini, e.done)
+	return nil
+}
+
+// Stop closes every connection and drops the data. Stopping a stopped store
+// does nothing.
+func (e *embeddedStore) Stop() error {
+	e.mu.Lock()
+	if e.mini == nil {
+		e.mu.Unlock()
+		return nil
+	}
+	e.ln.Close()
+	for c := range e.conns {
+		c.Close()
+	}
+	close(e.done)
+	mini := e.mini
+	e.mini, e.ln, e.conns = nil, nil, nil
+	e.mu.Unlock()
+	e.wg.Wait()
+	mini.Close()
+	return nil
+}
+
+// expire lets time pass for miniredis, whose TTLs only run when told to.
+func (e *embeddedStore) expire(mini *miniredis.Miniredis, done <-chan struct{}) {
+	defer e.wg.Done()
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+			mini.FastForward(250 * time.Millisecond)
+		}
+	}
+}
+
+func (e *embeddedStore) accept(ln net.Listener, backend string) {
+	defer e.wg.Done()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		b, err := net.Dial("tcp", backend)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		e.mu.Lock()
+		if e.conns == nil { // stopped meanwhile
+			e.mu.Unlock()
+			c.Close()
+			b.Close()
+			return
+		}
+		e.conns[c], e.conns[b] = struct{}{}, struct{}{}
+		e.mu.Unlock()
+		e.wg.Add(2)
+		go func() { // replies, as they come
+			defer e.wg.Done()
+			io.Copy(c, b)
+			c.Close()
+		}()
+		go func() { // commands, rewritten
+			defer e.wg.Done()
+			e.forward(b, c)
+			b.Close()
+			c.Close()
+			e.mu.Lock()
+			delete(e.conns, c)
+			delete(e.conns, b)
+			e.mu.Unlock()
+		}()
+	}
+}
+
+// forward reads commands (RESP arrays of bulk strings) from src and writes
+// them, scripts rewritten, to dst.
+func (e *embeddedStore) forward(dst io.Writer, src io.Reader) {
+	r := bufio.NewReader(src)
+	w := bufio.NewWriter(dst)
+	for {
+		args, err := readCommand(r)
+		if err != nil {
+			return
+		}
+		e.rewrite(args)
+		writeCommand(w, args)
+		if r.Buffered() == 0 { // flush whatever has queued (pipelining)
+			if w.Flush() != nil {
+				return
+			}
+		}
+	}
+}
+
+func (e *embeddedStore) rewrite(args []string) {
+	if len(args) < 2 {
+		return
+	}
+	switch strings.ToUpper(args[0]) {
+	case "EVAL", "EVAL_RO":
+		args[1] = e.load(args[1])
+	case "EVALSHA", "EVALSHA_RO":
+		e.mu.Lock()
+		if s, ok := e.shas[strings.ToLower(args[1])]; ok {
+			args[1] = s
+		}
+		e.mu.Unlock()
+	case "SCRIPT":
+		if len(args) == 3 && strings.EqualFold(args[1], "LOAD") {
+			args[2] = e.load(args[2])
+		}
+	}
+}
+
+// load returns the script with the shim before it, and remembers the SHA1s.
+func (e *embeddedStore) load(script string) string {
+	full := e.shim + script
+	e.mu.Lock()
+	e.shas[sha1Hex(script)] = sha1Hex(full)
+	e.mu.Unlock()
+	return full
+}
+
+func sha1Hex(s string) string {
+	h := sha1.Sum([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+var errProtocol = errors.New("embedded store: protocol error")
+
+func readCommand(r *bufio.Reader) ([]string, error) {
+	line, err := readLine(r)
+	if err != nil {
+		return nil, err
+	}
+	if len(line) == 0 || line[0] != '*' {
+		return strings.Fields(line), nil // an inline command
+	}
+	n, err := strconv.Atoi(line[1:])
+	if err != nil || n < 0 || n > 1<<20 {
+		return nil, errProtocol
+	}
+	args := make([]string, n)
+	for i := range args {
+		line, err := readLine(r)
+		if err != nil {
+			return nil, err
+		}
+		if len(line) == 0 || line[0] != '$' {
+			return nil, errProtocol
+		}
+		size, err := strconv.Atoi(line[1:])
+		if err != nil || size < 0 || size > 512<<20 {
+			return nil, errProtocol
+		}
+		buf := make([]byte, size+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return nil, err
+		}
+		args[i] = string(buf[:size])
+	}
+	return args, nil
+}
+
+func readLine(r *bufio.Reader) (string, error) {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimRight(line, "\r\n"), nil
+}
+
+func writeCommand(w *bufio.Writer, args []string) {
+	fmt.Fprintf(w, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(w, "$%d\r\n", len(a))
+		w.WriteString(a)
+		w.WriteString("\r\n")
+	}
+}

@@ -1,0 +1,60 @@
+// Command demo-cluster starts a real local ringlimit cluster that you can
+// watch and break: a Valkey (or Redis, or an embedded stand-in), N node
+// processes that join each other, traffic across them, and a live view.
+//
+//	go run ./cmd/demo-cluster             # 3 nodes until q or Ctrl-C
+//	go run ./cmd/demo-cluster -chaos      # the scripted scenario, then a summary
+//
+// While it runs, type k N (kill -9 node N), r N (restart it), s (kill the
+// store), S (start it again) or q (quit), then Enter.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "node" { // hidden: one node process
+		if err := runNode(os.Args[2:], os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, "demo-cluster node:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	var o options
+	flag.IntVar(&o.nodes, "nodes", 3, "number of node processes")
+	flag.IntVar(&o.rate, "rate", 300, "requests per second the traffic generator sends, over all nodes (0: none)")
+	flag.IntVar(&o.keys, "keys", 100, "number of distinct keys (API keys and users) in the traffic")
+	flag.IntVar(&o.hot, "hot", 3, "number of hot keys, which get 60% of the traffic")
+	flag.BoolVar(&o.chaos, "chaos", false, "run the scripted scenario: kill a node, restart it, kill the store, restart it")
+	flag.DurationVar(&o.duration, "duration", 0, "end the run after this long and print a summary (0: until q or Ctrl-C; 60s with -chaos)")
+	flag.StringVar(&o.store, "store", "auto", "auto: valkey-server or redis-server from PATH, else embedded; embedded: always the in-process one")
+	flag.StringVar(&o.rules, "rules", "", "rule file for the demo API (default: the shipped rules.yaml)")
+	flag.BoolVar(&o.plain, "plain", false, "print one line a second even on a terminal")
+	flag.Parse()
+	if err := o.check(); err != nil {
+		fmt.Fprintln(os.Stderr, "demo-cluster:", err)
+		os.Exit(2)
+	}
+	if o.chaos && o.duration == 0 {
+		o.duration = 60 * time.Second
+	}
+	if !o.plain {
+		if fi, err := os.Stdout.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			o.tty = true
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o, os.Stdin, os.Stdout); err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintln(os.Stderr, "demo-cluster:", err)
+		os.Exit(1)
+	}
+}
