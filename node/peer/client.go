@@ -89,7 +89,8 @@ type conn struct {
 // Do sends r and waits for its result, at most the Timeout (or the
 // context's end, if sooner).
 func (c *Client) Do(ctx context.Context, r *Request) (Result, error) {
-	cn, err := c.conn(ctx)
+	start := time.Now()
+	cn, err := c.conn(ctx, start.Add(c.cfg.Timeout))
 	if err != nil {
 		return Result{}, err
 	}
@@ -99,8 +100,8 @@ func (c *Client) Do(ctx context.Context, r *Request) (Result, error) {
 		c.calls.Put(cl)
 		return Result{}, err
 	}
+	cl.timer.Reset(c.cfg.Timeout - time.Since(start)) // one Timeout for dial, write and answer
 	cn.write(c, r, id)
-	cl.timer.Reset(c.cfg.Timeout)
 	select {
 	case res := <-cl.ch:
 		cl.timer.Stop()
@@ -127,7 +128,7 @@ func (c *Client) Do(ctx context.Context, r *Request) (Result, error) {
 var errBroken = errors.New("peer: connection broken")
 
 // conn returns the live connection, dialling one if needed.
-func (c *Client) conn(ctx context.Context) (*conn, error) {
+func (c *Client) conn(ctx context.Context, deadline time.Time) (*conn, error) {
 	c.mu.Lock()
 	cn, closed := c.cn, c.closed
 	c.mu.Unlock()
@@ -148,13 +149,13 @@ func (c *Client) conn(ctx context.Context) (*conn, error) {
 	if cn != nil {
 		return cn, nil
 	}
-	dctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	dctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	nc, err := c.cfg.Dial(dctx, c.cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("peer: dial %s: %w", c.cfg.Addr, err)
 	}
-	if err := clientHandshake(nc, c.cfg.Secret, c.cfg.Timeout); err != nil {
+	if err := clientHandshake(nc, c.cfg.Secret, time.Until(deadline)); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("peer: %s: %w", c.cfg.Addr, err)
 	}

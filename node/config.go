@@ -1,0 +1,155 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/ringlimit/ringlimit"
+	"github.com/ringlimit/ringlimit/failover"
+	"github.com/ringlimit/ringlimit/ring"
+)
+
+// GossipPreset chooses the gossip timings.
+type GossipPreset uint8
+
+const (
+	// GossipLAN: memberlist's LAN timings. A killed member is noticed in a
+	// few seconds. The zero value.
+	GossipLAN GossipPreset = iota
+	// GossipFast: for tests and small local clusters: a killed member is
+	// noticed in about half a second, at the cost of more gossip traffic.
+	GossipFast
+)
+
+// Config configures a Node. Name is required; every other zero value has a
+// documented default.
+type Config struct {
+	// Name identifies the node in the cluster; it must be unique.
+	Name string
+	// GossipAddr is the host:port memberlist binds. If empty,
+	// "0.0.0.0:7946"; port 0 picks a free port.
+	GossipAddr string
+	// GossipAdvertise is the host:port other nodes use to reach the gossip
+	// listener (for NAT and containers). If empty, the bound address.
+	GossipAdvertise string
+	// RPCAddr is the host:port of the peer-forwarding listener. If empty,
+	// "0.0.0.0:7947"; port 0 picks a free port.
+	RPCAddr string
+	// RPCAdvertise is the host:port other nodes use to reach the peer
+	// listener. If empty, the bound address (with the gossip advertise host
+	// when the bind host is unspecified).
+	RPCAdvertise string
+	// Join lists gossip addresses of nodes to join. If none answers, New
+	// still succeeds and keeps trying in the background until one does.
+	Join []string
+	// ValkeyAddrs are the central store's addresses. If empty (and Store is
+	// nil), there is no store: keys whose owner cannot be reached are
+	// decided by Policy.
+	ValkeyAddrs []string
+	// Store, if not nil, is the central store instead of a Valkey client
+	// made from ValkeyAddrs: any ringlimit.Limiter that every node shares.
+	Store ringlimit.Limiter
+	// SecretKey (16, 24 or 32 bytes) encrypts gossip and authenticates peer
+	// connections. If empty, neither: New logs a warning (for demos only).
+	SecretKey []byte
+	// Policy decides when neither the owner nor the store can answer. The
+	// zero value is failover.Open: allow.
+	Policy failover.Policy
+	// Clock tells the time for decisions made here. If nil, the system
+	// clock.
+	Clock ringlimit.Clock
+	// Logger receives the node's events. If nil, nothing is logged.
+	Logger *slog.Logger
+	// Gossip chooses the gossip timings. The zero value is GossipLAN.
+	Gossip GossipPreset
+	// ForwardTimeout bounds a call forwarded to a peer, and the dial and
+	// handshake of its connection. If zero, 50 ms.
+	ForwardTimeout time.Duration
+	// StoreTimeout bounds a call to the store. If zero, 50 ms.
+	StoreTimeout time.Duration
+	// MaxKeys bounds the keys this node holds for the keys it owns. If
+	// zero, 1<<20.
+	MaxKeys int
+	// Network, if not nil, carries the node's traffic instead of the
+	// operating system's (package nodetest has one with faults).
+	Network Network
+}
+
+// Network is what the node uses to reach its peers. Tests put faults in it.
+type Network interface {
+	// DialPeer dials the RPC address of the peer named to, for the node
+	// named from.
+	DialPeer(ctx context.Context, from, to, addr string) (net.Conn, error)
+	// WrapGossip wraps the gossip transport of the node named from.
+	WrapGossip(from string, t ring.Transport) ring.Transport
+}
+
+const (
+	defaultGossipAddr = "0.0.0.0:7946"
+	defaultRPCAddr    = "0.0.0.0:7947"
+	defaultTimeout    = 50 * time.Millisecond
+)
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Name == "" {
+		return c, fmt.Errorf("node: config: empty Name")
+	}
+	switch len(c.SecretKey) {
+	case 0, 16, 24, 32:
+	default:
+		return c, fmt.Errorf("node: config: SecretKey of %d bytes: want 16, 24 or 32", len(c.SecretKey))
+	}
+	if c.GossipAddr == "" {
+		c.GossipAddr = defaultGossipAddr
+	}
+	if c.RPCAddr == "" {
+		c.RPCAddr = defaultRPCAddr
+	}
+	for _, a := range []string{c.GossipAddr, c.RPCAddr} {
+		if _, err := splitHostPort(a); err != nil {
+			return c, fmt.Errorf("node: config: %w", err)
+		}
+	}
+	for _, a := range []string{c.GossipAdvertise, c.RPCAdvertise} {
+		if a == "" {
+			continue
+		}
+		if _, err := splitHostPort(a); err != nil {
+			return c, fmt.Errorf("node: config: advertise: %w", err)
+		}
+	}
+	if c.ForwardTimeout <= 0 {
+		c.ForwardTimeout = defaultTimeout
+	}
+	if c.StoreTimeout <= 0 {
+		c.StoreTimeout = defaultTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
+}
+
+type hostPort struct {
+	host string
+	port int
+}
+
+func splitHostPort(a string) (hostPort, error) {
+	h, p, err := net.SplitHostPort(a)
+	if err != nil {
+		return hostPort{}, fmt.Errorf("address %q: %w", a, err)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return hostPort{}, fmt.Errorf("address %q: bad port", a)
+	}
+	if h != "" && net.ParseIP(h) == nil {
+		return hostPort{}, fmt.Errorf("address %q: host is not an IP address", a)
+	}
+	return hostPort{h, port}, nil
+}

@@ -1,0 +1,212 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ringlimit/ringlimit"
+	"github.com/ringlimit/ringlimit/failover"
+	"github.com/ringlimit/ringlimit/local"
+	"github.com/ringlimit/ringlimit/node/peer"
+	"github.com/ringlimit/ringlimit/ring"
+)
+
+// Node is one member of a ringlimit cluster, embedded in a service instance.
+// It decides the keys it owns from its own memory, forwards the others to
+// their owner, and falls back to the central store, then to its Policy, when
+// an owner cannot be reached. Callers see an error only for bad input, a
+// closed node or a cancelled context.
+//
+// Node is safe for simultaneous use by multiple goroutines.
+type Node struct {
+	cfg     Config
+	name    string
+	local   *local.Limiter
+	members *ring.Membership
+	server  *peer.Server
+	store   *failover.Limiter
+	closer  func() error // closes the store's client, if the node made one
+
+	peers peerTable
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
+	stop      chan struct{}
+	wg        sync.WaitGroup
+
+	stats counters
+}
+
+var _ ringlimit.Limiter = (*Node)(nil)
+
+// New starts a node: it binds the peer listener and the gossip listener,
+// joins the cluster (in the background if no Join address answers), and
+// connects to the store (in the background if it is down). Close stops it.
+func New(cfg Config) (*Node, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if len(cfg.SecretKey) == 0 {
+		cfg.Logger.Warn("node: no SecretKey: gossip is not encrypted and peers are not authenticated; for demos only", "node", cfg.Name)
+	}
+	n := &Node{
+		cfg:   cfg,
+		name:  cfg.Name,
+		local: local.New(local.Config{MaxKeys: cfg.MaxKeys, Clock: cfg.Clock}),
+		stop:  make(chan struct{}),
+	}
+	n.peers.init(n)
+
+	ln, err := net.Listen("tcp", cfg.RPCAddr)
+	if err != nil {
+		return nil, fmt.Errorf("node: listen %s: %w", cfg.RPCAddr, err)
+	}
+	rpcAdvertise := advertised(ln.Addr().String(), cfg.RPCAdvertise, cfg.GossipAdvertise)
+
+	store, closer, err := n.newStore()
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	n.store, n.closer = store, closer
+
+	// Serve before joining: peers may forward as soon as they see us.
+	n.server = peer.Serve(ln, peer.ServerConfig{
+		Secret:  cfg.SecretKey,
+		Handler: ownerHandler{n},
+		Logger:  cfg.Logger,
+	})
+
+	rc, err := n.ringConfig(rpcAdvertise)
+	if err != nil {
+		n.server.Close()
+		n.closeStore()
+		return nil, err
+	}
+	if n.members, err = ring.NewMembership(rc); err != nil {
+		n.server.Close()
+		n.closeStore()
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	if len(cfg.Join) > 0 {
+		if _, err := n.members.Join(cfg.Join); err != nil {
+			cfg.Logger.Warn("node: join failed; retrying in the background", "node", n.name, "err", err)
+			n.wg.Add(1)
+			go n.joinLoop()
+		}
+	}
+	return n, nil
+}
+
+func (n *Node) ringConfig(rpcAdvertise string) (ring.Config, error) {
+	var rc ring.Config
+	if n.cfg.Gossip == GossipFast {
+		rc = ring.FastLocalConfig(n.name)
+	} else {
+		rc = ring.DefaultLANConfig(n.name)
+	}
+	bind, _ := splitHostPort(n.cfg.GossipAddr)
+	rc.BindAddr, rc.BindPort = bind.host, bind.port
+	if rc.BindAddr == "" {
+		rc.BindAddr = "0.0.0.0"
+	}
+	if a := n.cfg.GossipAdvertise; a != "" {
+		adv, _ := splitHostPort(a)
+		rc.AdvertiseAddr, rc.AdvertisePort = adv.host, adv.port
+	}
+	rc.RPCAddr = rpcAdvertise
+	rc.SecretKey = n.cfg.SecretKey
+	rc.Label = "ringlimit"
+	rc.Logger = n.cfg.Logger
+	rc.OnChange = n.peers.update
+	if nw := n.cfg.Network; nw != nil {
+		rc.WrapTransport = func(t ring.Transport) ring.Transport { return nw.WrapGossip(n.name, t) }
+	}
+	return rc, nil
+}
+
+// advertised is the address peers should dial: the explicit advertise
+// address, else the bound one, with the gossip advertise host standing in
+// for an unspecified bind host.
+func advertised(bound, explicit, gossipAdvertise string) string {
+	if explicit != "" {
+		return explicit
+	}
+	h, p, _ := net.SplitHostPort(bound)
+	if ip := net.ParseIP(h); ip == nil || ip.IsUnspecified() {
+		h = "127.0.0.1"
+		if g, _, err := net.SplitHostPort(gossipAdvertise); err == nil && g != "" {
+			h = g
+		}
+	}
+	return net.JoinHostPort(h, p)
+}
+
+// joinLoop retries the Join addresses until one answers or the node closes.
+func (n *Node) joinLoop() {
+	defer n.wg.Done()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+		}
+		if _, err := n.members.Join(n.cfg.Join); err == nil {
+			n.cfg.Logger.Info("node: joined", "node", n.name)
+			return
+		}
+	}
+}
+
+// Name is the node's name.
+func (n *Node) Name() string { return n.name }
+
+// Members returns the names of the live members, this node included, sorted.
+func (n *Node) Members() []string { return n.members.Ring().Members() }
+
+// Owner returns the name of the member that owns key.
+func (n *Node) Owner(key string) string { return n.members.Ring().Owner(key) }
+
+// GossipAddr is the bound gossip address.
+func (n *Node) GossipAddr() string { return n.members.BindAddr() }
+
+// RPCAddr is the bound peer-forwarding address.
+func (n *Node) RPCAddr() string { return n.server.Addr().String() }
+
+// Close leaves the cluster gracefully, stops the peer server, waits for every
+// goroutine the node started and closes the store's client. Calls after it
+// return ringlimit.ErrClosed. Calling it twice is safe.
+func (n *Node) Close() error {
+	n.closeOnce.Do(func() {
+		n.closed.Store(true)
+		close(n.stop)
+		var errs []error
+		if err := n.members.Leave(time.Second); err != nil && !errors.Is(err, ringlimit.ErrClosed) {
+			errs = append(errs, fmt.Errorf("node: leave: %w", err))
+		}
+		n.server.Close()
+		n.wg.Wait()
+		if err := n.members.Shutdown(); err != nil {
+			errs = append(errs, fmt.Errorf("node: shutdown: %w", err))
+		}
+		n.peers.closeAll()
+		n.closeStore()
+		n.closeErr = errors.Join(errs...)
+	})
+	return n.closeErr
+}
+
+func (n *Node) closeStore() {
+	if n.closer != nil {
+		n.closer()
+	}
+}
+

@@ -1,0 +1,84 @@
+package nodetest
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ringlimit/ringlimit/node"
+)
+
+// Cluster is a set of nodes in one process, on 127.0.0.1, on one Network.
+type Cluster struct {
+	Network *Network
+	Nodes   []*node.Node
+	secret  []byte
+}
+
+// Secret is the SecretKey the nodes of a Cluster share.
+var Secret = []byte("nodetest-secret-0123456789abcdef")
+
+// Start starts n nodes named n1…nN with the fast gossip preset, joins them,
+// and waits until every node sees all n. configure, if not nil, adjusts each
+// node's Config before it starts. The nodes are closed when the test ends.
+func Start(t testing.TB, n int, configure func(*node.Config)) *Cluster {
+	t.Helper()
+	c := &Cluster{Network: NewNetwork(), secret: Secret}
+	var addrs []string
+	for i := range n {
+		cfg := node.Config{
+			Name:       fmt.Sprintf("n%d", i+1),
+			GossipAddr: "127.0.0.1:0",
+			RPCAddr:    "127.0.0.1:0",
+			Join:       slices.Clone(addrs),
+			SecretKey:  c.secret,
+			Gossip:     node.GossipFast,
+			Network:    c.Network,
+		}
+		if configure != nil {
+			configure(&cfg)
+		}
+		nd, err := node.New(cfg)
+		if err != nil {
+			t.Fatalf("nodetest: start %s: %v", cfg.Name, err)
+		}
+		t.Cleanup(func() { nd.Close() })
+		c.Network.Register(cfg.Name, nd.GossipAddr())
+		addrs = append(addrs, nd.GossipAddr())
+		c.Nodes = append(c.Nodes, nd)
+	}
+	c.WaitMembers(t, 10*time.Second, c.Nodes...)
+	return c
+}
+
+// WaitMembers waits until each of nodes sees exactly the given nodes as
+// members, or fails the test after timeout.
+func (c *Cluster) WaitMembers(t testing.TB, timeout time.Duration, nodes ...*node.Node) {
+	t.Helper()
+	var want []string
+	for _, nd := range nodes {
+		want = append(want, nd.Name())
+	}
+	slices.Sort(want)
+	deadline := time.Now().Add(timeout)
+	for {
+		ok := true
+		for _, nd := range nodes {
+			if !slices.Equal(nd.Members(), want) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			for _, nd := range nodes {
+				t.Logf("%s sees %v", nd.Name(), nd.Members())
+			}
+			t.Fatalf("nodetest: members did not converge to %v within %s", want, timeout)
+		}
+		time.Sleep(10 * time.Millisecond) // polling membership, with a deadline
+	}
+}

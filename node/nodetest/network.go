@@ -1,0 +1,176 @@
+// Package nodetest runs ringlimit clusters inside one test process: real
+// nodes on loopback sockets, with a Network that can drop, delay and
+// partition the traffic between chosen nodes.
+package nodetest
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ringlimit/ringlimit/ring"
+)
+
+// ErrCut is what a dial across a cut link returns.
+var ErrCut = errors.New("nodetest: link cut")
+
+type link struct{ from, to string }
+
+// Network is a node.Network with faults. Nodes are named by their Config
+// names; register each node's gossip address with Register so partitions
+// reach the gossip too. The zero value is not usable: use NewNetwork.
+// Network is safe for simultaneous use by multiple goroutines.
+type Network struct {
+	part *ring.Partition
+
+	mu     sync.Mutex
+	cut    map[link]bool
+	delay  map[link]time.Duration
+	gossip map[string]string // name → gossip address
+	conns  map[link]map[net.Conn]bool
+}
+
+// NewNetwork returns a Network with every link up.
+func NewNetwork() *Network {
+	return &Network{
+		part:   ring.NewPartition(),
+		cut:    map[link]bool{},
+		delay:  map[link]time.Duration{},
+		gossip: map[string]string{},
+		conns:  map[link]map[net.Conn]bool{},
+	}
+}
+
+// Register tells the network the gossip address of the node named name.
+func (nw *Network) Register(name, gossipAddr string) {
+	nw.mu.Lock()
+	nw.gossip[name] = gossipAddr
+	nw.mu.Unlock()
+}
+
+// DialPeer implements node.Network.
+func (nw *Network) DialPeer(ctx context.Context, from, to, addr string) (net.Conn, error) {
+	l := link{from, to}
+	nw.mu.Lock()
+	cut, d := nw.cut[l], nw.delay[l]
+	nw.mu.Unlock()
+	if cut {
+		return nil, ErrCut
+	}
+	var dl net.Dialer
+	c, err := dl.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	fc := &faultConn{Conn: c, nw: nw, l: l, delay: d}
+	nw.mu.Lock()
+	if nw.conns[l] == nil {
+		nw.conns[l] = map[net.Conn]bool{}
+	}
+	nw.conns[l][fc] = true
+	nw.mu.Unlock()
+	return fc, nil
+}
+
+// WrapGossip implements node.Network.
+func (nw *Network) WrapGossip(from string, t ring.Transport) ring.Transport { return nw.part.Wrap(t) }
+
+// Drop cuts the peer link from → to (one way): dials fail and open
+// connections are closed. Gossip is not affected (see Partition).
+func (nw *Network) Drop(from, to string) {
+	nw.mu.Lock()
+	nw.cut[link{from, to}] = true
+	conns := nw.conns[link{from, to}]
+	delete(nw.conns, link{from, to})
+	nw.mu.Unlock()
+	for c := range conns {
+		c.(*faultConn).Conn.Close()
+	}
+}
+
+// Delay adds d of latency to the answers on the peer link from → to, for
+// connections dialled from now on.
+func (nw *Network) Delay(from, to string, d time.Duration) {
+	nw.mu.Lock()
+	nw.delay[link{from, to}] = d
+	nw.mu.Unlock()
+}
+
+// Partition splits the named nodes into groups that reach only their own
+// group, for peer connections and gossip alike.
+func (nw *Network) Partition(groups ...[]string) {
+	var addrs [][]string
+	for i, g := range groups {
+		var a []string
+		for _, name := range g {
+			nw.mu.Lock()
+			a = append(a, nw.gossip[name])
+			nw.mu.Unlock()
+			for j, other := range groups {
+				if i == j {
+					continue
+				}
+				for _, o := range other {
+					nw.Drop(name, o)
+				}
+			}
+		}
+		addrs = append(addrs, a)
+	}
+	nw.part.Split(addrs...)
+}
+
+// Heal restores every link.
+func (nw *Network) Heal() {
+	nw.mu.Lock()
+	nw.cut = map[link]bool{}
+	nw.delay = map[link]time.Duration{}
+	nw.mu.Unlock()
+	nw.part.Heal()
+}
+
+type faultConn struct {
+	net.Conn
+	nw       *Network
+	l        link
+	delay    time.Duration
+	deadline atomic.Value // time.Time: the read deadline
+}
+
+// Read delays what arrives by the link's latency, honouring the read
+// deadline as a slow network would.
+func (c *faultConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 && c.delay > 0 {
+		wait := c.delay
+		if dl, ok := c.deadline.Load().(time.Time); ok && !dl.IsZero() {
+			if left := time.Until(dl); left < wait {
+				time.Sleep(max(left, 0)) // the fault being simulated: a slow link
+				return 0, os.ErrDeadlineExceeded
+			}
+		}
+		time.Sleep(wait) // the fault being simulated: a slow link
+	}
+	return n, err
+}
+
+func (c *faultConn) SetDeadline(t time.Time) error {
+	c.deadline.Store(t)
+	return c.Conn.SetDeadline(t)
+}
+
+func (c *faultConn) SetReadDeadline(t time.Time) error {
+	c.deadline.Store(t)
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *faultConn) Close() error {
+	c.nw.mu.Lock()
+	delete(c.nw.conns[c.l], c)
+	c.nw.mu.Unlock()
+	return c.Conn.Close()
+}
