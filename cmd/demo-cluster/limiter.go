@@ -18,7 +18,9 @@ type nodeStats struct {
 	Decisions       [4]uint64 `json:"decisions"` // indexed by ringlimit.Source
 	Forwards        uint64    `json:"forwards"`
 	ForwardFailures uint64    `json:"forward_failures"`
-	Keys            int       `json:"keys"` // keys held in local state
+	Served          uint64    `json:"served"`        // calls decided for peers
+	Keys            int       `json:"keys"`          // keys held in local state: the keys it owns
+	StoreBreaker    string    `json:"store_breaker"` // closed, open or half-open
 }
 
 // nodeConfig is what a node process is started with.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,18 +56,50 @@ type supervisor struct {
 
 func newSupervisor(bin, dir, rulesPath, storeAddr, secretHex string, n int, events *eventLog) (*supervisor, error) {
 	s := &supervisor{bin: bin, dir: dir, rulesPath: rulesPath, storeAddr: storeAddr, secretHex: secretHex, events: events}
+	addrs, err := freeAddrs(3 * n)
+	if err != nil {
+		return nil, err
+	}
 	for i := range n {
-		var addrs [3]string
-		for j := range addrs {
-			a, err := freeAddr()
-			if err != nil {
-				return nil, err
-			}
-			addrs[j] = a
-		}
-		s.nodes = append(s.nodes, &nodeProc{name: fmt.Sprintf("n%d", i+1), httpAddr: addrs[0], gossip: addrs[1], rpc: addrs[2]})
+		s.nodes = append(s.nodes, &nodeProc{name: fmt.Sprintf("n%d", i+1),
+			httpAddr: addrs[3*i], gossip: addrs[3*i+1], rpc: addrs[3*i+2]})
 	}
 	return s, nil
+}
+
+// freeAddrs returns n distinct loopback addresses whose ports were free for
+// both TCP and UDP (gossip uses both) a moment ago.
+func freeAddrs(n int) ([]string, error) {
+	var addrs []string
+	var held []io.Closer
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	for len(addrs) < n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("free port: %w", err)
+		}
+		held = append(held, ln)
+		pc, err := net.ListenPacket("udp", ln.Addr().String())
+		if err != nil {
+			continue // its UDP twin is taken: try another
+		}
+		held = append(held, pc)
+		addrs = append(addrs, ln.Addr().String())
+	}
+	return addrs, nil
+}
+
+// logTail returns the end of a node's log, for an error message.
+func logTail(path string) string {
+	b, _ := os.ReadFile(path)
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // startAll starts node 1, then each other node joining every node already up.
@@ -146,9 +179,9 @@ func (s *supervisor) start(ctx context.Context, i int) error {
 		}
 		return nil
 	case <-exited:
-		err = fmt.Errorf("%s exited at start (see %s)", p.name, filepath.Join(s.dir, p.name+".log"))
+		err = fmt.Errorf("%s exited at start: %s", p.name, logTail(filepath.Join(s.dir, p.name+".log")))
 	case <-timeout.C:
-		err = fmt.Errorf("%s not ready after 15s (see %s)", p.name, filepath.Join(s.dir, p.name+".log"))
+		err = fmt.Errorf("%s not ready after 15s: %s", p.name, logTail(filepath.Join(s.dir, p.name+".log")))
 	case <-ctx.Done():
 		err = ctx.Err()
 	}

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// runDemo runs the built command with args and env (nil: this process's)
+// and returns its output and the summary from its last line.
+func runDemo(t *testing.T, bin string, env []string, timeout time.Duration, args ...string) (string, summary) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = env
+	cmd.Dir = t.TempDir()
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	text := out.String()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", bin, strings.Join(args, " "), err, text)
+	}
+	lines := strings.Split(strings.TrimSpace(text), "\n")
+	var s struct{ Summary *summary }
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &s); err != nil || s.Summary == nil {
+		t.Fatalf("no summary on the last line (%v):\n%s", err, text)
+	}
+	// Every process it started is gone by the time it exits; give the
+	// kernel a moment to reap what Pdeathsig killed.
+	deadline := time.Now().Add(3 * time.Second)
+	for left := leftovers(bin); len(left) > 0; left = leftovers(bin) {
+		if time.Now().After(deadline) {
+			t.Fatalf("processes left behind:\n%s", strings.Join(left, "\n"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return text, *s.Summary
+}
+
+func TestChaosRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster for 20 s")
+	}
+	bin := demoBinary(t)
+	out, s := runDemo(t, bin, nil, 60*time.Second, "-chaos", "-duration", "20s", "-plain")
+	t.Logf("\n%s", out)
+
+	if s.Errors != 0 {
+		t.Errorf("%d errors seen by the traffic generator", s.Errors)
+	}
+	if s.NodesUp != s.Nodes || s.Nodes != 3 {
+		t.Errorf("%d of %d nodes up at the end, want 3 of 3", s.NodesUp, s.Nodes)
+	}
+	want := []string{"whole", "node 2 killed", "node 2 back", "store killed", "store back"}
+	if len(s.Phases) != len(want) {
+		t.Fatalf("phases %+v, want %q", s.Phases, want)
+	}
+	var all [4]uint64
+	for i, p := range s.Phases {
+		if p.Name != want[i] {
+			t.Errorf("phase %d is %q, want %q", i, p.Name, want[i])
+		}
+		if p.Requests < 300 {
+			t.Errorf("phase %q: only %d requests", p.Name, p.Requests)
+		}
+		if p.Errors != 0 {
+			t.Errorf("phase %q: %d errors (last: %s)", p.Name, p.Errors, p.LastErr)
+		}
+		if p.Denied == 0 {
+			t.Errorf("phase %q: nothing denied: the hot keys should be over their limits", p.Name)
+		}
+		for src, name := range []string{"local", "peer", "store", "fallback"} {
+			all[src] += p.Sources[name]
+		}
+		if !p.Whole {
+			continue
+		}
+		if p.Check.Windows == 0 {
+			t.Errorf("phase %q: no whole window was checked", p.Name)
+		}
+		if p.Check.OverLimit != 0 || p.Check.MaxAdmitted > p.Check.Limit {
+			t.Errorf("phase %q, cluster whole: %d windows over the limit, up to %d admitted of %d",
+				p.Name, p.Check.OverLimit, p.Check.MaxAdmitted, p.Check.Limit)
+		}
+		if p.Check.MaxAdmitted < p.Check.Limit {
+			t.Errorf("phase %q: no key reached its limit (max %d of %d): the check proves nothing",
+				p.Name, p.Check.MaxAdmitted, p.Check.Limit)
+		}
+	}
+	if all[0] == 0 || all[1] == 0 {
+		t.Errorf("sources over the run %v: want local and peer decisions", all)
+	}
+	if all[2]+all[3] == 0 {
+		t.Errorf("sources over the run %v: killing node 2 sent none of its keys to the store or the fallback", all)
+	}
+}
+
+// With no server binary on PATH, the demo runs its embedded store.
+func TestEmbeddedStoreRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster for 5 s")
+	}
+	bin := demoBinary(t)
+	env := []string{"PATH=" + filepath.Join(runtime.GOROOT(), "bin"), "HOME=" + os.Getenv("HOME")}
+	for _, name := range []string{"valkey-server", "redis-server"} {
+		if _, err := os.Stat(filepath.Join(runtime.GOROOT(), "bin", name)); err == nil {
+			t.Fatalf("%s is in %s: cannot hide it", name, filepath.Join(runtime.GOROOT(), "bin"))
+		}
+	}
+	out, s := runDemo(t, bin, env, 40*time.Second, "-duration", "5s", "-plain", "-nodes", "2")
+	t.Logf("\n%s", out)
+	if !strings.Contains(s.Store, "embedded") || !strings.Contains(out, "store: embedded") {
+		t.Errorf("store %q, want the embedded one", s.Store)
+	}
+	if s.Errors != 0 || s.NodesUp != 2 {
+		t.Errorf("%d errors, %d of 2 nodes up", s.Errors, s.NodesUp)
+	}
+	if s.Requests < 500 {
+		t.Errorf("only %d requests in 5 s", s.Requests)
+	}
+}

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"log/slog"
+
+	"github.com/ringlimit/ringlimit/failover"
+	"github.com/ringlimit/ringlimit/node"
+)
+
+// realNode adapts *node.Node to clusterNode.
+type realNode struct{ *node.Node }
+
+var _ clusterNode = realNode{}
+
+func newClusterNode(c nodeConfig, log *slog.Logger) (clusterNode, error) {
+	cfg := node.Config{
+		Name:       c.Name,
+		GossipAddr: c.GossipAddr,
+		RPCAddr:    c.RPCAddr,
+		Join:       c.Join,
+		SecretKey:  c.SecretKey,
+		Policy:     failover.Open,
+		Logger:     log,
+		Gossip:     node.GossipFast,
+	}
+	// NOT YET: node refuses ValkeyAddrs until package remote is merged, so
+	// the nodes run without the store (a dead owner's keys go straight to
+	// the fallback policy). Wire it with: cfg.ValkeyAddrs = []string{c.StoreAddr}.
+	_ = c.StoreAddr
+	n, err := node.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return realNode{n}, nil
+}
+
+func (n realNode) Stats() nodeStats {
+	s := n.Node.Stats()
+	return nodeStats{Decisions: s.Decisions, Forwards: s.Forwards, ForwardFailures: s.ForwardFailures,
+		Served: s.Served, Keys: s.Local.Keys, StoreBreaker: s.Store.State.String()}
+}
