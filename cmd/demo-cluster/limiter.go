@@ -1,6 +1,10 @@
 package main
 
-import "github.com/ringlimit/ringlimit"
+import (
+	"encoding/json"
+
+	"github.com/ringlimit/ringlimit"
+)
 
 // clusterNode is what a demo node process needs of its ringlimit node.
 type clusterNode interface {
@@ -15,12 +19,12 @@ type clusterNode interface {
 
 // nodeStats are a node's counters as /debug/ringlimit reports them.
 type nodeStats struct {
-	Decisions       [4]uint64 `json:"decisions"` // indexed by ringlimit.Source
-	Forwards        uint64    `json:"forwards"`
-	ForwardFailures uint64    `json:"forward_failures"`
-	Served          uint64    `json:"served"`        // calls decided for peers
-	Keys            int       `json:"keys"`          // keys held in local state: the keys it owns
-	StoreBreaker    string    `json:"store_breaker"` // closed, open or half-open
+	Decisions       sourceCounts `json:"decisions"` // indexed by ringlimit.Source
+	Forwards        uint64       `json:"forwards"`
+	ForwardFailures uint64       `json:"forward_failures"`
+	Served          uint64       `json:"served"`        // calls decided for peers
+	Keys            int          `json:"keys"`          // keys held in local state: the keys it owns
+	StoreBreaker    string       `json:"store_breaker"` // closed, open or half-open
 }
 
 // nodeConfig is what a node process is started with.
@@ -31,4 +35,27 @@ type nodeConfig struct {
 	Join       []string
 	StoreAddr  string // "" for none
 	SecretKey  []byte
+}
+
+// sourceCounts are counts by ringlimit.Source, in JSON an object keyed by the
+// sources' names: {"local": 5, "peer": 2, "store": 0, "fallback": 0}.
+type sourceCounts [4]uint64
+
+func (c sourceCounts) MarshalJSON() ([]byte, error) {
+	m := make(map[string]uint64, len(c))
+	for i, n := range c {
+		m[ringlimit.Source(i).String()] = n
+	}
+	return json.Marshal(m)
+}
+
+func (c *sourceCounts) UnmarshalJSON(b []byte) error {
+	var m map[string]uint64
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	for i := range c {
+		c[i] = m[ringlimit.Source(i).String()]
+	}
+	return nil
 }

@@ -240,6 +240,7 @@ type eventLog struct {
 	mu     sync.Mutex
 	start  time.Time
 	events []string
+	total  int // events ever added
 }
 
 func newEventLog(start time.Time) *eventLog { return &eventLog{start: start} }
@@ -248,6 +249,7 @@ func (l *eventLog) add(format string, args ...any) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.events = append(l.events, fmt.Sprintf("%6.1fs  ", time.Since(l.start).Seconds())+fmt.Sprintf(format, args...))
+	l.total++
 	if len(l.events) > 100 {
 		l.events = l.events[len(l.events)-100:]
 	}
@@ -264,3 +266,12 @@ func (l *eventLog) last(n int) []string {
 }
 
 var errQuit = errors.New("quit")
+
+// since returns the events added after the first seen (as far as they are
+// still kept), and the count to pass next time.
+func (l *eventLog) since(seen int) ([]string, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := min(l.total-seen, len(l.events))
+	return append([]string(nil), l.events[len(l.events)-n:]...), l.total
+}

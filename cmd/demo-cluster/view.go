@@ -29,6 +29,7 @@ type view struct {
 	prevTot snapshot
 	tty     bool
 	rate    int
+	seen    int // events already printed (plain lines)
 }
 
 type nodeView struct {
@@ -127,13 +128,13 @@ func (v *view) frame(b *strings.Builder) {
 		v.rate, v.gen.keys, v.gen.hot, tot.requests-v.prevTot.requests, tot.allowed-v.prevTot.allowed,
 		tot.denied-v.prevTot.denied, tot.errors-v.prevTot.errors, tot.errors, tot.toKilled)
 
-	fmt.Fprintf(b, "%-4s %-5s %-16s %-8s %6s %8s %8s %8s %10s %6s %9s %8s %7s\n",
-		"node", "state", "http", "members", "keys", "local/s", "peer/s", "store/s", "fallback/s", "fwd/s", "allowed/s", "denied/s", "errors")
+	fmt.Fprintf(b, "%-4s %-5s %-16s %-7s %6s %8s %7s %8s %10s %6s %9s %8s %7s  %s\n",
+		"node", "state", "http", "members", "keys", "local/s", "peer/s", "store/s", "fallback/s", "fwd/s", "allowed/s", "denied/s", "errors", "store breaker")
 	for i, p := range v.sup.nodes {
 		n := v.nodes[i]
 		g, pg := snap(v.gen.perNode[i]), v.prevGen[i]
 		if !n.up {
-			fmt.Fprintf(b, "%-4s \x1b[31m%-5s\x1b[0m %-16s %-8s %6s %8s %8s %8s %10s %6s %9d %8d %7d\n",
+			fmt.Fprintf(b, "%-4s \x1b[31m%-5s\x1b[0m %-16s %-7s %6s %8s %7s %8s %10s %6s %9d %8d %7d\n",
 				p.name, "DOWN", p.httpAddr, "-", "-", "-", "-", "-", "-", "-",
 				g.allowed-pg.allowed, g.denied-pg.denied, g.errors)
 			continue
@@ -146,14 +147,14 @@ func (v *view) frame(b *strings.Builder) {
 			}
 			fwd = delta(n.dbg.Stats.Forwards, n.old.Stats.Forwards)
 		}
-		fmt.Fprintf(b, "%-4s \x1b[32m%-5s\x1b[0m %-16s %-8d %6d %8d %8d %8d %10d %6d %9d %8d %7d\n",
+		fmt.Fprintf(b, "%-4s \x1b[32m%-5s\x1b[0m %-16s %-7d %6d %8d %7d %8d %10d %6d %9d %8d %7d  %s\n",
 			p.name, "up", p.httpAddr, len(n.dbg.Members), n.dbg.Stats.Keys, rates[0], rates[1], rates[2], rates[3], fwd,
-			g.allowed-pg.allowed, g.denied-pg.denied, g.errors)
+			g.allowed-pg.allowed, g.denied-pg.denied, g.errors, n.dbg.Stats.StoreBreaker)
 	}
 
-	fmt.Fprintf(b, "\n%-8s %-15s %-28s %12s\n", "rule", "algorithm", "limit", "admitted/s")
+	fmt.Fprintf(b, "\n%-9s %-15s %-32s %10s\n", "rule", "algorithm", "limit", "admitted/s")
 	for _, r := range v.ruleRates() {
-		fmt.Fprintf(b, "%-8s %-15s %-28s %12d\n", r.Name, r.Algorithm, fmt.Sprintf("%d per %s per %s", r.Limit, r.Window, r.Key), r.Admitted)
+		fmt.Fprintf(b, "%-9s %-15s %-32s %10d\n", r.Name, r.Algorithm, fmt.Sprintf("%d per %s per %s", r.Limit, r.Window, r.Key), r.Admitted)
 	}
 	windows := v.gen.windowCounts()
 	worst, over, cur := 0, 0, time.Now().UnixMilli()/checkWindow.Milliseconds()
@@ -165,7 +166,7 @@ func (v *view) frame(b *strings.Builder) {
 			over++
 		}
 	}
-	fmt.Fprintf(b, "%-8s %-15s %-28s %12s  last window's busiest key: %d admitted; windows over the limit so far: %d\n",
+	fmt.Fprintf(b, "%-9s %-15s %-32s %10s  busiest key last window: %d admitted; windows over the limit so far: %d\n",
 		"/v1/allow", "fixed_window", fmt.Sprintf("%d per %s per key", checkLimit, checkWindow), "", worst, over)
 	if o := v.nodes[0].dbg.Owner; o != "" {
 		fmt.Fprintf(b, "owner of hot-0 (as n1 sees it): %s\n", o)
@@ -209,6 +210,11 @@ func (v *view) ruleRates() []ruleJSON {
 
 // line is the compact form, for a stdout that is not a terminal.
 func (v *view) line(b *strings.Builder) {
+	var news []string
+	news, v.seen = v.events.since(v.seen)
+	for _, e := range news {
+		fmt.Fprintf(b, "event %s\n", strings.TrimSpace(e))
+	}
 	tot := snap(&v.gen.total)
 	fmt.Fprintf(b, "t=%ds store=%s nodes=", int(time.Since(v.start).Seconds()), v.storeState())
 	var src [4]uint64
