@@ -1,14 +1,18 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -127,4 +131,83 @@ func TestEmbeddedStoreRun(t *testing.T) {
 	if s.Requests < 500 {
 		t.Errorf("only %d requests in 5 s", s.Requests)
 	}
+}
+
+// Killing the supervisor with SIGKILL, which it cannot catch, takes its node
+// processes and its store server with it (Pdeathsig).
+func TestParentKilled(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("Pdeathsig is Linux only")
+	}
+	bin := demoBinary(t)
+	cmd := exec.Command(bin, "-plain", "-rate", "50")
+	cmd.Dir = t.TempDir()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var seen strings.Builder
+	sc := bufio.NewScanner(out)
+	for sc.Scan() && !strings.HasSuffix(sc.Text(), "nodes up") {
+		seen.WriteString(sc.Text() + "\n")
+	}
+	children := childrenOf(cmd.Process.Pid)
+	if len(children) != 4 { // 3 nodes and the store server
+		t.Errorf("children before the kill: %v, want 3 nodes and the store server\n%s", children, seen.String())
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		var left []int
+		for _, pid := range children {
+			if alive(pid) {
+				left = append(left, pid)
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			for _, pid := range left { // do not leave them to the next test
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+			t.Fatalf("left behind after SIGKILL of the supervisor: %v", left)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// childrenOf returns the pids of the processes whose parent is pid.
+func childrenOf(pid int) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...; comm may hold spaces and parentheses.
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			if child, err := strconv.Atoi(e.Name()); err == nil {
+				out = append(out, child)
+			}
+		}
+	}
+	return out
+}
+
+// alive reports whether pid is a process that has not exited (a zombie
+// waiting to be reaped has).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
 }
