@@ -135,6 +135,15 @@ func TestEmbeddedEvalshaAndRestart(t *testing.T) {
 	if got := c.do(t, "EVALSHA_RO", sha1Hex("return struct.pack('<i8', 7)"), "0"); !strings.HasPrefix(fmt.Sprint(got), "NOSCRIPT") {
 		t.Fatalf("EVALSHA_RO of an unknown script: %v", got)
 	}
+	// remote's peeks read TIME in read-only scripts, which Redis allows and
+	// miniredis by itself does not.
+	peek := "return struct.unpack('<i8', struct.pack('<i8', tonumber(redis.call('TIME')[1])))"
+	if got, ok := c.do(t, "EVAL_RO", peek, "0").(int64); !ok || got < 1e9 {
+		t.Fatalf("EVAL_RO reading TIME: %v", got)
+	}
+	if got, ok := c.do(t, "EVALSHA_RO", sha1Hex(peek), "0").(int64); !ok || got < 1e9 {
+		t.Fatalf("EVALSHA_RO reading TIME: %v", got)
+	}
 	if !e.Running() {
 		t.Fatal("not running")
 	}
