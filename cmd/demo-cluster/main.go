@@ -7,6 +7,23 @@
 //
 // While it runs, type k N (kill -9 node N), r N (restart it), s (kill the
 // store), S (start it again) or q (quit), then Enter.
+//
+// The store is a valkey-server or redis-server found on PATH (on a free
+// loopback port, no persistence), else an embedded one (miniredis, in this
+// process). Each node is this binary re-executed as "demo-cluster node": a
+// ringlimit node with an HTTP server on 127.0.0.1 that serves
+//
+//	GET  /api/items, POST /api/posts, /api/search   the demo API, behind httplimit
+//	                                                with the rules of rules.yaml
+//	POST /login?user=U&ok=true|false                the seed article's login pattern
+//	GET  /v1/allow?key=K&algorithm=A&limit=L&window=W&n=N&burst=B
+//	                                                one decision, as JSON
+//	GET  /healthz
+//	GET  /debug/ringlimit?key=K                     members, K's owner, counters
+//
+// The view is redrawn every second on a terminal (one line a second
+// otherwise). At the end (q, Ctrl-C or -duration) every process is stopped and
+// a summary per phase is printed, the last line of it as JSON.
 package main
 
 import (
