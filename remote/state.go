@@ -1,0 +1,119 @@
+package remote
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/ringlimit/ringlimit"
+)
+
+// State is one key's state as the scripts store it: the value of the key's
+// Valkey string. EncodeState and DecodeState convert it, so a writer that
+// holds the state elsewhere (the node's write-behind of local state) can store
+// exactly what the scripts would have.
+//
+// The meaning of A, B and C depends on Algorithm, as in package local:
+//
+//	TokenBucket, LeakyBucket: A = level (in 1/Window-ms of a hit), B = last update (ms)
+//	FixedWindow:              A = window index (ms since the epoch / Window), B = count
+//	SlidingWindow:            A = window index, B = current count, C = previous count
+//	SlidingLog:               Log (A, B, C unused)
+type State struct {
+	Algorithm ringlimit.Algorithm
+	Window    int64 // Rule.Window in ms; a call under another window starts afresh
+	A, B, C   int64
+	Log       []LogEntry // SlidingLog: admitted hits, oldest first, stamps strictly increasing
+}
+
+// LogEntry is Count hits admitted at the same millisecond Stamp.
+type LogEntry struct{ Stamp, Count int64 }
+
+// tagLen is the length of the tag that starts every value: the algorithm
+// (1 byte) and the window in ms (int64, little-endian).
+const tagLen = 9
+
+// tag is the prefix of every value recorded under alg and window w.
+func tag(alg ringlimit.Algorithm, w int64) string {
+	var b [tagLen]byte
+	b[0] = byte(alg)
+	binary.LittleEndian.PutUint64(b[1:], uint64(w))
+	return string(b[:])
+}
+
+// ErrBadState: DecodeState was given a value the scripts did not write.
+var ErrBadState = errors.New("remote: bad state")
+
+// EncodeState returns the value the scripts store for s. All integers are
+// int64, little-endian:
+//
+//	tag:            algorithm (1 byte), window ms (8)
+//	buckets:        tag, A (level), B (last update ms)
+//	FixedWindow:    tag, A (window index), B (count)
+//	SlidingWindow:  tag, A (window index), B (current), C (previous)
+//	SlidingLog:     tag, total (sum of the counts), then Stamp, Count per entry
+//
+// Store it with a TTL of (the instant the state stops mattering − now), at
+// least 1 ms, as the scripts do.
+func EncodeState(s State) []byte {
+	b := []byte(tag(s.Algorithm, s.Window))
+	le := binary.LittleEndian
+	switch s.Algorithm {
+	case ringlimit.SlidingWindow:
+		b = le.AppendUint64(b, uint64(s.A))
+		b = le.AppendUint64(b, uint64(s.B))
+		b = le.AppendUint64(b, uint64(s.C))
+	case ringlimit.SlidingLog:
+		var total int64
+		for _, e := range s.Log {
+			total += e.Count
+		}
+		b = le.AppendUint64(b, uint64(total))
+		for _, e := range s.Log {
+			b = le.AppendUint64(b, uint64(e.Stamp))
+			b = le.AppendUint64(b, uint64(e.Count))
+		}
+	default:
+		b = le.AppendUint64(b, uint64(s.A))
+		b = le.AppendUint64(b, uint64(s.B))
+	}
+	return b
+}
+
+// DecodeState parses a value the scripts stored. Its errors wrap ErrBadState.
+func DecodeState(v []byte) (State, error) {
+	if len(v) < tagLen || v[0] >= byte(len(scriptFiles)) {
+		return State{}, fmt.Errorf("%w: %d bytes", ErrBadState, len(v))
+	}
+	le := binary.LittleEndian
+	s := State{Algorithm: ringlimit.Algorithm(v[0]), Window: int64(le.Uint64(v[1:]))}
+	body := v[tagLen:]
+	word := func(i int) int64 { return int64(le.Uint64(body[8*i:])) }
+	want := 16
+	switch s.Algorithm {
+	case ringlimit.SlidingWindow:
+		want = 24
+	case ringlimit.SlidingLog:
+		if len(body) < 8 || (len(body)-8)%16 != 0 {
+			return State{}, fmt.Errorf("%w: sliding_log body of %d bytes", ErrBadState, len(body))
+		}
+		var total int64
+		for i := 1; i < len(body)/8; i += 2 {
+			e := LogEntry{Stamp: word(i), Count: word(i + 1)}
+			total += e.Count
+			s.Log = append(s.Log, e)
+		}
+		if total != word(0) {
+			return State{}, fmt.Errorf("%w: sliding_log total %d, entries sum to %d", ErrBadState, word(0), total)
+		}
+		return s, nil
+	}
+	if len(body) != want {
+		return State{}, fmt.Errorf("%w: %s body of %d bytes", ErrBadState, s.Algorithm, len(body))
+	}
+	s.A, s.B = word(0), word(1)
+	if want == 24 {
+		s.C = word(2)
+	}
+	return s, nil
+}
