@@ -98,10 +98,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, rule ringlimit.Rule, n
 	if err := ringlimit.ValidateCall(key, rule, n); err != nil {
 		return ringlimit.Decision{}, err
 	}
-	if n == 0 {
-		return l.decide(ctx, key, rule, 1, false)
-	}
-	return l.decide(ctx, key, rule, n, true)
+	return l.decide(ctx, key, rule, n)
 }
 
 // Peek reports whether one hit on key would be admitted now, and writes
@@ -125,53 +122,54 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	return nil
 }
 
-func (l *Limiter) decide(ctx context.Context, key string, rule ringlimit.Rule, n int64, consume bool) (ringlimit.Decision, error) {
+func (l *Limiter) decide(ctx context.Context, key string, rule ringlimit.Rule, n int64) (ringlimit.Decision, error) {
 	alg := rule.Algorithm
 	if err := ctx.Err(); err != nil {
 		return ringlimit.Decision{}, fmt.Errorf("remote: eval %s: %w", alg, err)
 	}
-	w := rule.WindowMillis()
 	now := ""
 	if l.clock != nil {
 		now = strconv.FormatInt(l.clock.Now().UnixMilli(), 10)
 	}
-	c := "0"
-	if consume {
-		c = "1"
-	}
-	args := []string{tag(alg, w), now, strconv.FormatInt(rule.Limit, 10),
-		strconv.FormatInt(rule.Capacity(), 10), strconv.FormatInt(w, 10), strconv.FormatInt(n, 10), c}
+	args := make([]string, 3, 4)
+	args[0], args[1], args[2] = ruleArg(rule), now, strconv.FormatInt(n, 10)
 	if l.ttlPad != "" {
 		args = append(args, l.ttlPad)
 	}
-	keys := []string{l.Key(key)}
 	script := scripts[alg].exec
-	if !consume {
+	if n == 0 {
 		script = scripts[alg].peek
 	}
-	resp := script.Exec(ctx, l.client, keys, args)
+	resp := script.Exec(ctx, l.client, []string{l.Key(key)}, args)
 	if err := resp.Error(); err != nil {
 		return ringlimit.Decision{}, fmt.Errorf("remote: eval %s: %w", alg, callerErr(ctx, err))
 	}
-	vals, err := resp.ToArray()
-	if err != nil || len(vals) != 5 {
+	v, err := resp.ToString()
+	if err != nil || len(v) != replyLen {
 		return ringlimit.Decision{}, fmt.Errorf("remote: eval %s: unexpected reply %s: %w", alg, resp.String(), err)
 	}
-	var v [5]int64
-	for i := range vals {
-		if v[i], err = vals[i].AsInt64(); err != nil {
-			return ringlimit.Decision{}, fmt.Errorf("remote: eval %s: reply %d: %w", alg, i, err)
-		}
-	}
 	return ringlimit.Decision{
-		Allowed:    v[0] == 1,
+		Allowed:    word(v, 0) == 1,
 		Limit:      rule.Limit,
-		Remaining:  v[1],
-		RetryAfter: time.Duration(v[2]) * time.Millisecond,
-		ResetAfter: time.Duration(v[3]) * time.Millisecond,
-		Delay:      time.Duration(v[4]) * time.Millisecond,
+		Remaining:  word(v, 1),
+		RetryAfter: time.Duration(word(v, 2)) * time.Millisecond,
+		ResetAfter: time.Duration(word(v, 3)) * time.Millisecond,
+		Delay:      time.Duration(word(v, 4)) * time.Millisecond,
 		Source:     ringlimit.Store,
 	}, nil
+}
+
+// replyLen is the length of a script's reply: allowed, remaining, retry
+// after, reset after and delay (ms), little-endian int64s.
+const replyLen = 5 * 8
+
+// word is the i-th little-endian int64 of s.
+func word(s string, i int) int64 {
+	var v uint64
+	for j := 7; j >= 0; j-- {
+		v = v<<8 | uint64(s[8*i+j])
+	}
+	return int64(v)
 }
 
 // callerErr returns the caller's own context error when the context is done,

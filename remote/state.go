@@ -41,6 +41,17 @@ func tag(alg ringlimit.Algorithm, w int64) string {
 	return string(b[:])
 }
 
+// ruleArg is a script's first argument: the tag, then the limit and the
+// capacity (Burst, or Limit when Burst is zero).
+func ruleArg(r ringlimit.Rule) string {
+	var b [tagLen + 16]byte
+	b[0] = byte(r.Algorithm)
+	binary.LittleEndian.PutUint64(b[1:], uint64(r.WindowMillis()))
+	binary.LittleEndian.PutUint64(b[9:], uint64(r.Limit))
+	binary.LittleEndian.PutUint64(b[17:], uint64(r.Capacity()))
+	return string(b[:])
+}
+
 // ErrBadState: DecodeState was given a value the scripts did not write.
 var ErrBadState = errors.New("remote: bad state")
 

@@ -16,4 +16,4 @@ else
 end
 local r = cdiv(level, limit)
 if consume and allowed == 1 then save(tag .. struct.pack('<i8i8', level, t), t + r) end
-return {allowed, math.max(0, burst - fdiv(level, window)), retry, r, delay}
+return reply(allowed, math.max(0, burst - fdiv(level, window)), retry, r, delay)

@@ -1,15 +1,23 @@
 -- Shared head of every ringlimit script (see remote/doc.go).
--- KEYS[1] the key; ARGV: tag, now ms ('' = server TIME), limit, burst,
--- window ms, n, consume ('1' or '0'), extra TTL ms (tests only, optional).
+-- KEYS[1]: the key. ARGV[1]: the rule, 25 bytes: algorithm (1), window ms,
+-- limit, burst (int64 little-endian each); its first 9 bytes are the tag that
+-- starts the stored value. ARGV[2]: now in ms, or '' for the server's TIME.
+-- ARGV[3]: n, the hits; 0 is a peek (decide for 1 hit, write nothing).
+-- ARGV[4] (tests only, optional): ms added to every TTL.
+-- The reply packs allowed, remaining, retry after, reset after and delay (ms)
+-- as five little-endian int64s.
 -- Every number is an integer below 2^53, so doubles compute exactly.
-local key, tag = KEYS[1], ARGV[1]
+local key, rule = KEYS[1], ARGV[1]
 local now = tonumber(ARGV[2])
 if not now then
   local tm = redis.call('TIME')
   now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
 end
-local limit, burst, window = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local n, consume = tonumber(ARGV[6]), ARGV[7] == '1'
+local n = tonumber(ARGV[3])
+local consume = n > 0
+if not consume then n = 1 end
+local tag = string.sub(rule, 1, 9)
+local window, limit, burst = struct.unpack('<i8i8i8', rule, 2)
 local raw = redis.call('GET', key)
 local st = nil -- the stored value, if it was recorded under this tag
 if raw and string.sub(raw, 1, 9) == tag then st = raw end
@@ -29,6 +37,9 @@ local function cdiv(a, b)
 end
 -- save writes value with a TTL that ends when the state stops mattering.
 local function save(value, untilms)
-  local px = math.max(1, untilms - now + (tonumber(ARGV[8]) or 0))
+  local px = math.max(1, untilms - now + (tonumber(ARGV[4]) or 0))
   redis.call('SET', key, value, 'PX', string.format('%d', px))
+end
+local function reply(allowed, remaining, retry, reset, delay)
+  return struct.pack('<i8i8i8i8i8', allowed, remaining, retry, reset, delay)
 end

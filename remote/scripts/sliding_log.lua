@@ -43,4 +43,4 @@ else
 end
 local reset = 0
 if count > 0 then reset = newest + window - t end
-return {allowed, math.max(0, limit - count), retry, reset, 0}
+return reply(allowed, math.max(0, limit - count), retry, reset, 0)

@@ -39,4 +39,4 @@ elseif prev > 0 then
   reset = math.max(0, firstFit(prev, 0) - e)
 end
 if consume and allowed == 1 then save(tag .. struct.pack('<i8i8i8', idx, cur, prev), t + reset) end
-return {allowed, math.max(0, limit - used), retry, reset, 0}
+return reply(allowed, math.max(0, limit - used), retry, reset, 0)
