@@ -13,6 +13,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/ringlimit/ringlimit"
+	"github.com/ringlimit/ringlimit/internal/testclock"
 	"github.com/ringlimit/ringlimit/internal/valkeytest"
 	"github.com/ringlimit/ringlimit/remote"
 )
@@ -129,5 +130,62 @@ func measure(b *testing.B, c valkey.Client, callers int, cmd string, op func(ctx
 	if calls := after.calls - before.calls; calls > 0 {
 		b.ReportMetric(float64(calls)/float64(b.N), cmd+"/op")
 		b.ReportMetric(float64(after.usec-before.usec)/float64(calls), "srv-µs/call")
+	}
+}
+
+// BenchmarkFreshClient measures one caller on a client that has never served
+// concurrent callers (valkey-go then writes inline instead of handing the
+// call to its background goroutines).
+func BenchmarkFreshClient(b *testing.B) {
+	srv := valkeytest.Start(b)
+	for _, alg := range []ringlimit.Algorithm{ringlimit.TokenBucket, ringlimit.FixedWindow} {
+		b.Run(alg.String(), func(b *testing.B) {
+			c := dial(b, srv.Addr())
+			l := remote.New(c, remote.Config{Prefix: "fresh:"})
+			rule := ringlimit.Rule{Algorithm: alg, Limit: 1000, Window: time.Second}
+			measure(b, c, 1, "evalsha", func(ctx context.Context, i int) error {
+				_, err := l.AllowN(ctx, "user:"+strconv.Itoa(i%benchKeys), rule, 1)
+				return err
+			})
+		})
+	}
+	b.Run("baseline-return1", func(b *testing.B) {
+		c := dial(b, srv.Addr())
+		measure(b, c, 1, "evalsha", func(ctx context.Context, i int) error {
+			return floorScript.Exec(ctx, c, nil, nil).Error()
+		})
+	})
+}
+
+// BenchmarkSlidingLogSize measures the sliding log's cost against the size
+// of its value: one key whose log holds `entries` distinct milliseconds (16
+// bytes each), one hit per ms, so every call drops one entry and adds one.
+func BenchmarkSlidingLogSize(b *testing.B) {
+	srv := valkeytest.Start(b)
+	c := dial(b, srv.Addr())
+	for _, entries := range []int64{16, 256, 4096, 65536} {
+		b.Run(fmt.Sprintf("entries=%d", entries), func(b *testing.B) {
+			clk := testclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+			l := remote.New(c, remote.Config{Prefix: "logsize:", Clock: clk})
+			rule := ringlimit.Rule{Algorithm: ringlimit.SlidingLog, Limit: entries, Window: time.Duration(entries) * time.Millisecond}
+			key := "k" + strconv.FormatInt(entries, 10)
+			if err := l.Reset(context.Background(), key); err != nil { // b.Run may run this twice
+				b.Fatal(err)
+			}
+			for range entries { // fill the window
+				if d, err := l.AllowN(context.Background(), key, rule, 1); err != nil || !d.Allowed {
+					b.Fatal(d, err)
+				}
+				clk.Advance(time.Millisecond)
+			}
+			measure(b, c, 1, "evalsha", func(ctx context.Context, i int) error {
+				d, err := l.AllowN(ctx, key, rule, 1)
+				if err == nil && !d.Allowed {
+					err = fmt.Errorf("denied: %+v", d)
+				}
+				clk.Advance(time.Millisecond)
+				return err
+			})
+		})
 	}
 }

@@ -42,7 +42,14 @@
 //	TokenBucket, LeakyBucket: level, last update (ms)
 //	FixedWindow:              window index, count
 //	SlidingWindow:            window index, current count, previous count
-//	SlidingLog:               total, then (stamp ms, count) per distinct ms, oldest first
+//	SlidingLog:               total, head, size, oldest, newest, newest's count,
+//	                          then (stamp ms, count) per distinct ms, oldest first
+//
+// The buckets and windows are read with GET and written with SET … PX. A
+// sliding log is read with GETRANGE (its 57-byte header, then only the
+// entries a call prunes or must count), grown in place with APPEND or
+// SETRANGE and PEXPIRE, and rewritten only when its pruned prefix outweighs
+// its live entries, so a call costs the same with 10 or 100,000 entries.
 //
 // A bucket's level counts in 1/Window-ms of a hit and drains Limit units per
 // ms (exactly Limit hits per Window, no rounding). A call under another
@@ -71,8 +78,9 @@
 //
 // # Cost
 //
-// A sliding log's value grows with the distinct milliseconds it holds (16
-// bytes each, at most Limit of them), and each call copies it; the other
-// algorithms store 25 or 33 bytes. Prefer the sliding window counter for
-// large limits.
+// One round trip per decision. On the server a decision costs about as much
+// as a minimal GCRA script (TIME, GET, SET … PX); see BenchmarkDecide. A
+// sliding log holds 16 bytes per distinct millisecond (at most Limit of them,
+// plus a pruned prefix at most as large); the other algorithms store 25 or
+// 33 bytes.
 package remote

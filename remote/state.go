@@ -62,34 +62,52 @@ var ErrBadState = errors.New("remote: bad state")
 //	buckets:        tag, A (level), B (last update ms)
 //	FixedWindow:    tag, A (window index), B (count)
 //	SlidingWindow:  tag, A (window index), B (current), C (previous)
-//	SlidingLog:     tag, total (sum of the counts), then Stamp, Count per entry
+//	SlidingLog:     tag, total, head, size, oldest, newest, newest's count
+//	                (a 57-byte header), then Stamp, Count per entry
 //
-// Store it with a TTL of (the instant the state stops mattering − now), at
-// least 1 ms, as the scripts do.
+// In a sliding log value, total is the sum of the live entries' counts, the
+// live entries run from byte offset head to size (the value's length),
+// oldest and newest are the first and last live stamps. Entries before head
+// were pruned and await compaction; EncodeState writes none (head = 57).
+//
+// Store the value with a TTL of (the instant the state stops mattering −
+// now), at least 1 ms, as the scripts do.
 func EncodeState(s State) []byte {
 	b := []byte(tag(s.Algorithm, s.Window))
 	le := binary.LittleEndian
+	put := func(v int64) { b = le.AppendUint64(b, uint64(v)) }
 	switch s.Algorithm {
 	case ringlimit.SlidingWindow:
-		b = le.AppendUint64(b, uint64(s.A))
-		b = le.AppendUint64(b, uint64(s.B))
-		b = le.AppendUint64(b, uint64(s.C))
+		put(s.A)
+		put(s.B)
+		put(s.C)
 	case ringlimit.SlidingLog:
-		var total int64
+		var total, oldest, newest, ncount int64
 		for _, e := range s.Log {
 			total += e.Count
 		}
-		b = le.AppendUint64(b, uint64(total))
+		if len(s.Log) > 0 {
+			oldest, newest, ncount = s.Log[0].Stamp, s.Log[len(s.Log)-1].Stamp, s.Log[len(s.Log)-1].Count
+		}
+		put(total)
+		put(logHeaderLen)
+		put(int64(logHeaderLen + 16*len(s.Log)))
+		put(oldest)
+		put(newest)
+		put(ncount)
 		for _, e := range s.Log {
-			b = le.AppendUint64(b, uint64(e.Stamp))
-			b = le.AppendUint64(b, uint64(e.Count))
+			put(e.Stamp)
+			put(e.Count)
 		}
 	default:
-		b = le.AppendUint64(b, uint64(s.A))
-		b = le.AppendUint64(b, uint64(s.B))
+		put(s.A)
+		put(s.B)
 	}
 	return b
 }
+
+// logHeaderLen is the length of a sliding log value's header.
+const logHeaderLen = tagLen + 6*8
 
 // DecodeState parses a value the scripts stored. Its errors wrap ErrBadState.
 func DecodeState(v []byte) (State, error) {
@@ -105,19 +123,7 @@ func DecodeState(v []byte) (State, error) {
 	case ringlimit.SlidingWindow:
 		want = 24
 	case ringlimit.SlidingLog:
-		if len(body) < 8 || (len(body)-8)%16 != 0 {
-			return State{}, fmt.Errorf("%w: sliding_log body of %d bytes", ErrBadState, len(body))
-		}
-		var total int64
-		for i := 1; i < len(body)/8; i += 2 {
-			e := LogEntry{Stamp: word(i), Count: word(i + 1)}
-			total += e.Count
-			s.Log = append(s.Log, e)
-		}
-		if total != word(0) {
-			return State{}, fmt.Errorf("%w: sliding_log total %d, entries sum to %d", ErrBadState, word(0), total)
-		}
-		return s, nil
+		return decodeLog(s, v)
 	}
 	if len(body) != want {
 		return State{}, fmt.Errorf("%w: %s body of %d bytes", ErrBadState, s.Algorithm, len(body))
@@ -125,6 +131,32 @@ func DecodeState(v []byte) (State, error) {
 	s.A, s.B = word(0), word(1)
 	if want == 24 {
 		s.C = word(2)
+	}
+	return s, nil
+}
+
+func decodeLog(s State, v []byte) (State, error) {
+	if len(v) < logHeaderLen {
+		return State{}, fmt.Errorf("%w: sliding_log value of %d bytes", ErrBadState, len(v))
+	}
+	word := func(off int) int64 { return int64(binary.LittleEndian.Uint64(v[off:])) }
+	total, head, size := word(tagLen), word(tagLen+8), word(tagLen+16)
+	oldest, newest, ncount := word(tagLen+24), word(tagLen+32), word(tagLen+40)
+	if size != int64(len(v)) || head < logHeaderLen || head > size || (size-head)%16 != 0 {
+		return State{}, fmt.Errorf("%w: sliding_log head %d, size %d, length %d", ErrBadState, head, size, len(v))
+	}
+	var sum int64
+	for off := int(head); off < len(v); off += 16 {
+		e := LogEntry{Stamp: word(off), Count: word(off + 8)}
+		if n := len(s.Log); n > 0 && e.Stamp <= s.Log[n-1].Stamp {
+			return State{}, fmt.Errorf("%w: sliding_log stamps out of order", ErrBadState)
+		}
+		sum += e.Count
+		s.Log = append(s.Log, e)
+	}
+	if n := len(s.Log); sum != total || n > 0 && (s.Log[0].Stamp != oldest || s.Log[n-1].Stamp != newest || s.Log[n-1].Count != ncount) {
+		return State{}, fmt.Errorf("%w: sliding_log header (total %d, oldest %d, newest %d×%d) disagrees with its entries",
+			ErrBadState, total, oldest, newest, ncount)
 	}
 	return s, nil
 }

@@ -1,4 +1,5 @@
 -- Fixed window. State: tag, window index i8, count i8.
+local st = stored()
 local sa, sb = 0, 0
 if st then sa, sb = struct.unpack('<i8i8', st, 10) end
 local idx, t = fdiv(now, window), now

@@ -18,9 +18,13 @@ local consume = n > 0
 if not consume then n = 1 end
 local tag = string.sub(rule, 1, 9)
 local window, limit, burst = struct.unpack('<i8i8i8', rule, 2)
-local raw = redis.call('GET', key)
-local st = nil -- the stored value, if it was recorded under this tag
-if raw and string.sub(raw, 1, 9) == tag then st = raw end
+
+-- stored returns the key's value if it was recorded under this tag, else nil.
+local function stored()
+  local raw = redis.call('GET', key)
+  if raw and string.sub(raw, 1, 9) == tag then return raw end
+  return nil
+end
 
 -- Exact integer division (math.fmod is exact; a/b then floor may round).
 local function fdiv(a, b)
@@ -36,9 +40,11 @@ local function cdiv(a, b)
   return q
 end
 -- save writes value with a TTL that ends when the state stops mattering.
+local function ttl(untilms)
+  return string.format('%d', math.max(1, untilms - now + (tonumber(ARGV[4]) or 0)))
+end
 local function save(value, untilms)
-  local px = math.max(1, untilms - now + (tonumber(ARGV[4]) or 0))
-  redis.call('SET', key, value, 'PX', string.format('%d', px))
+  redis.call('SET', key, value, 'PX', ttl(untilms))
 end
 local function reply(allowed, remaining, retry, reset, delay)
   return struct.pack('<i8i8i8i8i8', allowed, remaining, retry, reset, delay)

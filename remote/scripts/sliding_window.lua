@@ -1,4 +1,5 @@
 -- Sliding window counter. State: tag, window index i8, current i8, previous i8.
+local st = stored()
 local w = window
 local sa, sb, sc = 0, 0, 0
 if st then sa, sb, sc = struct.unpack('<i8i8i8', st, 10) end

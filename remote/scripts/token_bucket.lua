@@ -1,4 +1,5 @@
 -- Token bucket. State: tag, level i8, last update ms i8.
+local st = stored()
 local level, last = 0, 0
 if st then level, last = struct.unpack('<i8i8', st, 10) end
 local t = math.max(now, last)
