@@ -25,6 +25,8 @@
 // safe, and a read-only replica can serve it. Peeks and denied calls write
 // nothing; Reset is one DEL.
 //
+// Peeks need EVALSHA_RO: Valkey 7.2+ or Redis 7+.
+//
 // # Time
 //
 // With a nil Config.Clock the script reads the server's TIME (ms = seconds ×

@@ -15,7 +15,8 @@ import (
 // Config configures a Limiter. The zero Config is valid.
 type Config struct {
 	// Prefix is put before every key: the Valkey key of key is
-	// Prefix + "{" + key + "}". If empty, "rl:".
+	// Prefix + "{" + key + "}", so on Valkey Cluster the key alone picks the
+	// slot (a Prefix must not contain "{"). If empty, "rl:".
 	Prefix string
 	// Clock tells the time. If nil, each script reads the server's TIME, so
 	// every client of one server shares one clock. Set it in tests, or to
@@ -39,8 +40,11 @@ var scriptFiles = [...]string{
 }
 
 // Script returns the full Lua source that decides alg: the shared prelude
-// followed by the algorithm's body.
+// followed by the algorithm's body; "" for an unknown algorithm.
 func Script(alg ringlimit.Algorithm) string {
+	if int(alg) >= len(scriptFiles) {
+		return ""
+	}
 	prelude, err := scriptFS.ReadFile("scripts/prelude.lua")
 	if err != nil {
 		panic(err) // embedded: cannot happen
