@@ -314,3 +314,25 @@ func TestAllowNAllocatesNothing(t *testing.T) {
 		}
 	}
 }
+
+// A key whose state has stopped mattering is gone, whatever happens to other
+// keys: a new rule on it starts afresh (as in Valkey, where the state's TTL
+// has run out).
+func TestExpiredStateIsGone(t *testing.T) {
+	for _, sweep := range []bool{false, true} {
+		clk := testclock.New(t0)
+		l := local.New(local.Config{MaxKeys: 10, Clock: clk})
+		fast := ringlimit.Rule{Algorithm: ringlimit.TokenBucket, Limit: 1000, Window: time.Second}
+		if d, _ := l.AllowN(ctx, "k", fast, 1000); !d.Allowed || d.ResetAfter != time.Second {
+			t.Fatalf("burst: %+v", d)
+		}
+		clk.Advance(2 * time.Second)
+		if sweep {
+			l.AllowN(ctx, "other", fast, 1)
+		}
+		slow := ringlimit.Rule{Algorithm: ringlimit.TokenBucket, Limit: 1, Window: time.Second, Burst: 1000}
+		if d, _ := l.AllowN(ctx, "k", slow, 1); !d.Allowed || d.Remaining != 999 {
+			t.Fatalf("sweep=%v: after the state stopped mattering: %+v, want a fresh bucket", sweep, d)
+		}
+	}
+}

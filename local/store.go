@@ -156,7 +156,11 @@ func (s *shard) apply(key string, alg ringlimit.Algorithm, p params, now, n int6
 	var fresh state
 	st := &fresh
 	if ok {
-		if e := s.at(i); e.tag == tag {
+		// A state past its until is gone, as it is in Valkey once its TTL
+		// runs out, whether or not a sweep has dropped it yet. (Under the
+		// same rule it would decide as an empty state anyway; under a new
+		// Limit or Burst it must not linger.)
+		if e := s.at(i); e.tag == tag && e.until > now {
 			st = &e.st
 		}
 		s.touch(i)

@@ -209,4 +209,3 @@ func (n *Node) closeStore() {
 		n.closer()
 	}
 }
-

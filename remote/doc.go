@@ -1,0 +1,88 @@
+// Package remote is the ringlimit.Limiter that keeps its state in Valkey (or
+// Redis 7+): the five algorithms of package local as Lua scripts, one round
+// trip and one atomic script per decision.
+//
+// # Contract
+//
+// A Limiter makes bit for bit the decisions a local.Limiter makes for the
+// same calls at the same instants (the differential test holds it to that),
+// with Source set to ringlimit.Store. Bad input is refused with the same
+// sentinel errors before any command is sent. Being limited is a Decision,
+// not an error; errors are the store's (wrapped with the operation, as in
+// "remote: eval token_bucket: ...") or, when the caller's context is done,
+// the context's own error.
+//
+// Each decision is one EVALSHA (one EVAL more, once, after the server lost
+// its script cache): the script reads the key, decides and, only if hits are
+// admitted, writes the new state, all inside the server, so concurrent
+// callers on any number of hosts never over-admit. Scripts that may consume
+// are run with valkey.NewLuaScript, which valkey-go never retries: a retry
+// after a lost reply would charge twice. (valkey-go retries only commands
+// marked retryable: NewLuaScriptRetryable does that, NewLuaScript does not;
+// the EVALSHA→EVAL fallback happens only on a NOSCRIPT error, when the
+// script did not run.) Peeks run the same script through
+// NewLuaScriptReadOnly (EVALSHA_RO): it writes nothing, so retrying it is
+// safe, and a read-only replica can serve it. Peeks and denied calls write
+// nothing; Reset is one DEL.
+//
+// Peeks need EVALSHA_RO: Valkey 7.2+ or Redis 7+.
+//
+// # Time
+//
+// With a nil Config.Clock the script reads the server's TIME (ms = seconds ×
+// 1000 + ⌊µs / 1000⌋), so every client of one server shares one clock. With
+// a Clock, the client passes its time in ms. A clock that went backwards is
+// clamped to the latest instant the key's state has seen, as in local.
+//
+// # Keys and representation
+//
+// Key k lives in the Valkey string Prefix + "{" + k + "}" (hash-tagged, so it
+// works on Valkey Cluster). Its value starts with a 9-byte tag, the algorithm
+// (1 byte) and the window in ms (int64), followed by int64s, all
+// little-endian (see EncodeState):
+//
+//	TokenBucket, LeakyBucket: level, last update (ms)
+//	FixedWindow:              window index, count
+//	SlidingWindow:            window index, current count, previous count
+//	SlidingLog:               total, head, size, oldest, newest, newest's count,
+//	                          then (stamp ms, count) per distinct ms, oldest first
+//
+// The buckets and windows are read with GET and written with SET … PX. A
+// sliding log is read with GETRANGE (its 57-byte header, then only the
+// entries a call prunes or must count), grown in place with APPEND or
+// SETRANGE and PEXPIRE, and rewritten only when its pruned prefix outweighs
+// its live entries, so a call costs the same with 10 or 100,000 entries.
+//
+// A bucket's level counts in 1/Window-ms of a hit and drains Limit units per
+// ms (exactly Limit hits per Window, no rounding). A call under another
+// algorithm or another window finds a different tag and starts the key
+// afresh; a changed Limit or Burst under the same window keeps the state, as
+// in local. EncodeState and DecodeState convert values, so other writers
+// (the node's write-behind of local state) can store exactly this format.
+//
+// # TTLs
+//
+// Every write sets PX to the time until the state stops mattering — the
+// instant from which it decides exactly as an absent key would, which local
+// computes too — at least 1 ms. After a call that is the decision's
+// ResetAfter (longer only if the clock went backwards). Nothing is left
+// without a TTL.
+//
+// # The exact domain
+//
+// Lua numbers are doubles, exact only below 2^53. ringlimit.Rule.Validate
+// admits a rule only if max(Limit, Burst) × Window-in-ms ≤ 2^51 (and a
+// SlidingLog Window ≤ 2^32−1 ms), and under that bound every value the
+// scripts compute stays below 2^52. Divisions are exact: the scripts divide
+// (a − fmod(a, b)) / b rather than rounding a / b. This covers every Window
+// from 1 ms to 24 h with Limit and Burst up to 1,000,000, and up to
+// 26,062,497 per 24 h.
+//
+// # Cost
+//
+// One round trip per decision. On the server a decision costs about as much
+// as a minimal GCRA script (TIME, GET, SET … PX); see BenchmarkDecide. A
+// sliding log holds 16 bytes per distinct millisecond (at most Limit of them,
+// plus a pruned prefix at most as large); the other algorithms store 25 or
+// 33 bytes.
+package remote

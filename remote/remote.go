@@ -1,0 +1,187 @@
+package remote
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/ringlimit/ringlimit"
+)
+
+// Config configures a Limiter. The zero Config is valid.
+type Config struct {
+	// Prefix is put before every key: the Valkey key of key is
+	// Prefix + "{" + key + "}", so on Valkey Cluster the key alone picks the
+	// slot (a Prefix must not contain "{"). If empty, "rl:".
+	Prefix string
+	// Clock tells the time. If nil, each script reads the server's TIME, so
+	// every client of one server shares one clock. Set it in tests, or to
+	// compare decisions with a local.Limiter on the same clock.
+	Clock ringlimit.Clock
+}
+
+// DefaultPrefix is the Prefix used when Config.Prefix is empty.
+const DefaultPrefix = "rl:"
+
+//go:embed scripts/*.lua
+var scriptFS embed.FS
+
+// scriptFiles are the algorithms' scripts, by ringlimit.Algorithm.
+var scriptFiles = [...]string{
+	ringlimit.TokenBucket:   "token_bucket.lua",
+	ringlimit.LeakyBucket:   "leaky_bucket.lua",
+	ringlimit.FixedWindow:   "fixed_window.lua",
+	ringlimit.SlidingLog:    "sliding_log.lua",
+	ringlimit.SlidingWindow: "sliding_window.lua",
+}
+
+// Script returns the full Lua source that decides alg: the shared prelude
+// followed by the algorithm's body; "" for an unknown algorithm.
+func Script(alg ringlimit.Algorithm) string {
+	if int(alg) >= len(scriptFiles) {
+		return ""
+	}
+	prelude, err := scriptFS.ReadFile("scripts/prelude.lua")
+	if err != nil {
+		panic(err) // embedded: cannot happen
+	}
+	body, err := scriptFS.ReadFile("scripts/" + scriptFiles[alg])
+	if err != nil {
+		panic(err)
+	}
+	return string(prelude) + string(body)
+}
+
+// scripts are built once: their SHA-1s are computed at init, so New is
+// cheap and every Limiter shares them.
+var scripts = func() (s [len(scriptFiles)]struct{ exec, peek *valkey.Lua }) {
+	for alg := range scriptFiles {
+		src := Script(ringlimit.Algorithm(alg))
+		// Not retryable: a retry after the script ran would charge twice.
+		s[alg].exec = valkey.NewLuaScript(src)
+		// The same script (same SHA-1) as EVALSHA_RO for peeks: it writes
+		// nothing, so valkey-go may retry it, and a replica may serve it.
+		s[alg].peek = valkey.NewLuaScriptReadOnly(src)
+	}
+	return s
+}()
+
+// Limiter decides in Valkey: one Lua script per algorithm, one round trip
+// per decision, atomic on the server.
+//
+// Limiter is safe for simultaneous use by multiple goroutines. It does not
+// own the client: closing the client is the caller's job.
+type Limiter struct {
+	client valkey.Client
+	prefix string
+	clock  ringlimit.Clock
+	ttlPad string // tests only: extra TTL ms, so the server's clock never expires state a test clock still needs
+}
+
+var _ ringlimit.Limiter = (*Limiter)(nil)
+
+// New returns a Limiter that keeps its state in the server(s) behind client.
+func New(client valkey.Client, c Config) *Limiter {
+	p := c.Prefix
+	if p == "" {
+		p = DefaultPrefix
+	}
+	return &Limiter{client: client, prefix: p, clock: c.Clock}
+}
+
+// Key returns the Valkey key that holds key's state.
+func (l *Limiter) Key(key string) string { return l.prefix + "{" + key + "}" }
+
+// AllowN consumes n hits on key if rule admits them now; n == 0 is a Peek.
+// Bad input returns an error wrapping a ringlimit sentinel and sends nothing.
+func (l *Limiter) AllowN(ctx context.Context, key string, rule ringlimit.Rule, n int64) (ringlimit.Decision, error) {
+	if err := ringlimit.ValidateCall(key, rule, n); err != nil {
+		return ringlimit.Decision{}, err
+	}
+	return l.decide(ctx, key, rule, n)
+}
+
+// Peek reports whether one hit on key would be admitted now, and writes
+// nothing: Allowed, RetryAfter and Delay are for one hit; Remaining and
+// ResetAfter describe the key as it stands.
+func (l *Limiter) Peek(ctx context.Context, key string, rule ringlimit.Rule) (ringlimit.Decision, error) {
+	return l.AllowN(ctx, key, rule, 0)
+}
+
+// Reset deletes key's state.
+func (l *Limiter) Reset(ctx context.Context, key string) error {
+	if err := ringlimit.ValidateKey(key); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("remote: del: %w", err)
+	}
+	if err := l.client.Do(ctx, l.client.B().Del().Key(l.Key(key)).Build()).Error(); err != nil {
+		return fmt.Errorf("remote: del: %w", callerErr(ctx, err))
+	}
+	return nil
+}
+
+func (l *Limiter) decide(ctx context.Context, key string, rule ringlimit.Rule, n int64) (ringlimit.Decision, error) {
+	alg := rule.Algorithm
+	if err := ctx.Err(); err != nil {
+		return ringlimit.Decision{}, fmt.Errorf("remote: eval %s: %w", alg, err)
+	}
+	now := ""
+	if l.clock != nil {
+		now = strconv.FormatInt(l.clock.Now().UnixMilli(), 10)
+	}
+	args := make([]string, 3, 4)
+	args[0], args[1], args[2] = ruleArg(rule), now, strconv.FormatInt(n, 10)
+	if l.ttlPad != "" {
+		args = append(args, l.ttlPad)
+	}
+	script := scripts[alg].exec
+	if n == 0 {
+		script = scripts[alg].peek
+	}
+	resp := script.Exec(ctx, l.client, []string{l.Key(key)}, args)
+	if err := resp.Error(); err != nil {
+		return ringlimit.Decision{}, fmt.Errorf("remote: eval %s: %w", alg, callerErr(ctx, err))
+	}
+	v, err := resp.ToString()
+	if err != nil || len(v) != replyLen {
+		return ringlimit.Decision{}, fmt.Errorf("remote: eval %s: unexpected reply %s: %w", alg, resp.String(), err)
+	}
+	return ringlimit.Decision{
+		Allowed:    word(v, 0) == 1,
+		Limit:      rule.Limit,
+		Remaining:  word(v, 1),
+		RetryAfter: time.Duration(word(v, 2)) * time.Millisecond,
+		ResetAfter: time.Duration(word(v, 3)) * time.Millisecond,
+		Delay:      time.Duration(word(v, 4)) * time.Millisecond,
+		Source:     ringlimit.Store,
+	}, nil
+}
+
+// replyLen is the length of a script's reply: allowed, remaining, retry
+// after, reset after and delay (ms), little-endian int64s.
+const replyLen = 5 * 8
+
+// word is the i-th little-endian int64 of s.
+func word(s string, i int) int64 {
+	var v uint64
+	for j := 7; j >= 0; j-- {
+		v = v<<8 | uint64(s[8*i+j])
+	}
+	return int64(v)
+}
+
+// callerErr returns the caller's own context error when the context is done,
+// whatever the client reported, so callers can tell their cancellation from
+// a store failure.
+func callerErr(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr
+	}
+	return err
+}

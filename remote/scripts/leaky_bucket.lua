@@ -1,0 +1,20 @@
+-- Leaky bucket. State: tag, level i8, last update ms i8.
+local st = stored()
+local level, last = 0, 0
+if st then level, last = struct.unpack('<i8i8', st, 10) end
+local t = math.max(now, last)
+local el = t - last
+if el > 0 then
+  if el >= cdiv(level, limit) then level = 0 else level = level - el * limit end
+end
+local allowed, retry, delay = 0, 0, 0
+if fdiv(level, window) + n <= burst then
+  allowed = 1
+  delay = cdiv(level, limit)
+  if consume then level = level + n * window end
+else
+  retry = cdiv(level - (burst - n + 1) * window + 1, limit)
+end
+local r = cdiv(level, limit)
+if consume and allowed == 1 then save(tag .. struct.pack('<i8i8', level, t), t + r) end
+return reply(allowed, math.max(0, burst - fdiv(level, window)), retry, r, delay)

@@ -1,0 +1,51 @@
+-- Shared head of every ringlimit script (see remote/doc.go).
+-- KEYS[1]: the key. ARGV[1]: the rule, 25 bytes: algorithm (1), window ms,
+-- limit, burst (int64 little-endian each); its first 9 bytes are the tag that
+-- starts the stored value. ARGV[2]: now in ms, or '' for the server's TIME.
+-- ARGV[3]: n, the hits; 0 is a peek (decide for 1 hit, write nothing).
+-- ARGV[4] (tests only, optional): ms added to every TTL.
+-- The reply packs allowed, remaining, retry after, reset after and delay (ms)
+-- as five little-endian int64s.
+-- Every number is an integer below 2^53, so doubles compute exactly.
+local key, rule = KEYS[1], ARGV[1]
+local now = tonumber(ARGV[2])
+if not now then
+  local tm = redis.call('TIME')
+  now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
+end
+local n = tonumber(ARGV[3])
+local consume = n > 0
+if not consume then n = 1 end
+local tag = string.sub(rule, 1, 9)
+local window, limit, burst = struct.unpack('<i8i8i8', rule, 2)
+
+-- stored returns the key's value if it was recorded under this tag, else nil.
+local function stored()
+  local raw = redis.call('GET', key)
+  if raw and string.sub(raw, 1, 9) == tag then return raw end
+  return nil
+end
+
+-- Exact integer division (math.fmod is exact; a/b then floor may round).
+local function fdiv(a, b)
+  local r = math.fmod(a, b)
+  local q = (a - r) / b
+  if r < 0 then q = q - 1 end
+  return q
+end
+local function cdiv(a, b)
+  local r = math.fmod(a, b)
+  local q = (a - r) / b
+  if r > 0 then q = q + 1 end
+  return q
+end
+-- save writes value with a TTL that ends when the state stops mattering.
+local function ttl(untilms)
+  return string.format('%d', math.max(1, untilms - now + (tonumber(ARGV[4]) or 0)))
+end
+local function save(value, untilms)
+  redis.call('SET', key, value, 'PX', ttl(untilms))
+end
+local function reply(allowed, remaining, retry, reset, delay)
+  return struct.pack('<i8i8i8i8i8', allowed, remaining, retry, reset, delay)
+end

@@ -1,0 +1,82 @@
+-- Sliding log. The value is a 57-byte header, then 16-byte entries (stamp
+-- ms, count), oldest first, stamps strictly increasing:
+--   tag (9) | total | head | size | oldest | newest | newest's count
+-- total is the sum of the live entries' counts; the live entries run from
+-- byte offset head to size (the value's length); entries before head were
+-- pruned and are dropped when they outweigh the live ones. oldest and
+-- newest are the stamps at head and at the end. So a call reads the header
+-- and only the entries it prunes, and appends one entry in place: its cost
+-- does not grow with the log.
+local HDR, CHUNK = 57, 16 * 32
+local t, total = now, 0
+local head, size, oldest, newest, ncount = HDR, HDR, 0, 0, 0
+local hdr = redis.call('GETRANGE', key, 0, HDR - 1)
+if #hdr == HDR and string.sub(hdr, 1, 9) == tag then
+  total, head, size, oldest, newest, ncount = struct.unpack('<i8i8i8i8i8i8', hdr, 10)
+  t = math.max(now, newest)
+  local cutoff = t - window
+  if newest <= cutoff then -- every stamp has left the window
+    total, head = 0, size
+  elseif oldest <= cutoff then -- drop the stamps at or before the cutoff
+    local done = false
+    while not done do
+      local chunk = redis.call('GETRANGE', key, head, head + CHUNK - 1)
+      for p = 1, #chunk, 16 do
+        local s, c = struct.unpack('<i8i8', chunk, p)
+        if s > cutoff then
+          oldest, done = s, true
+          break
+        end
+        total, head = total - c, head + 16
+      end
+    end
+  end
+end
+local count = total
+local allowed, retry = 0, 0
+if count + n <= limit then
+  allowed = 1
+  if consume then
+    local px = ttl(t + window)
+    if head == size then -- nothing live: write afresh
+      total, head, size, oldest, newest, ncount = n, HDR, HDR + 16, t, t, n
+      redis.call('SET', key, tag .. struct.pack('<i8i8i8i8i8i8i8i8', total, head, size, oldest, newest, ncount, t, n), 'PX', px)
+    else
+      if newest == t then -- same ms as the newest entry: add to it
+        ncount = ncount + n
+        redis.call('SETRANGE', key, size - 8, struct.pack('<i8', ncount))
+      else
+        redis.call('APPEND', key, struct.pack('<i8i8', t, n))
+        size, newest, ncount = size + 16, t, n
+      end
+      total = total + n
+      local dead = head - HDR
+      if dead >= 1024 and dead > size - head then -- compact
+        local live = redis.call('GETRANGE', key, head, size - 1)
+        head, size = HDR, HDR + (size - head)
+        redis.call('SET', key, tag .. struct.pack('<i8i8i8i8i8i8', total, head, size, oldest, newest, ncount) .. live, 'PX', px)
+      else
+        redis.call('SETRANGE', key, 9, struct.pack('<i8i8i8i8i8i8', total, head, size, oldest, newest, ncount))
+        redis.call('PEXPIRE', key, px)
+      end
+    end
+    count = total
+  end
+else
+  -- The oldest count-(limit-n) stamps must leave the window first.
+  local k, p, s = count - (limit - n), head, newest
+  while k > 0 and p < size do
+    local chunk = redis.call('GETRANGE', key, p, p + CHUNK - 1)
+    for q = 1, #chunk, 16 do
+      local c
+      s, c = struct.unpack('<i8i8', chunk, q)
+      k = k - c
+      if k <= 0 then break end
+    end
+    p = p + CHUNK
+  end
+  retry = s + window - t
+end
+local reset = 0
+if count > 0 then reset = newest + window - t end
+return reply(allowed, math.max(0, limit - count), retry, reset, 0)

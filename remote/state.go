@@ -1,0 +1,162 @@
+package remote
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/ringlimit/ringlimit"
+)
+
+// State is one key's state as the scripts store it: the value of the key's
+// Valkey string. EncodeState and DecodeState convert it, so a writer that
+// holds the state elsewhere (the node's write-behind of local state) can store
+// exactly what the scripts would have.
+//
+// The meaning of A, B and C depends on Algorithm, as in package local:
+//
+//	TokenBucket, LeakyBucket: A = level (in 1/Window-ms of a hit), B = last update (ms)
+//	FixedWindow:              A = window index (ms since the epoch / Window), B = count
+//	SlidingWindow:            A = window index, B = current count, C = previous count
+//	SlidingLog:               Log (A, B, C unused)
+type State struct {
+	Algorithm ringlimit.Algorithm
+	Window    int64 // Rule.Window in ms; a call under another window starts afresh
+	A, B, C   int64
+	Log       []LogEntry // SlidingLog: admitted hits, oldest first, stamps strictly increasing
+}
+
+// LogEntry is Count hits admitted at the same millisecond Stamp.
+type LogEntry struct{ Stamp, Count int64 }
+
+// tagLen is the length of the tag that starts every value: the algorithm
+// (1 byte) and the window in ms (int64, little-endian).
+const tagLen = 9
+
+// tag is the prefix of every value recorded under alg and window w.
+func tag(alg ringlimit.Algorithm, w int64) string {
+	var b [tagLen]byte
+	b[0] = byte(alg)
+	binary.LittleEndian.PutUint64(b[1:], uint64(w))
+	return string(b[:])
+}
+
+// ruleArg is a script's first argument: the tag, then the limit and the
+// capacity (Burst, or Limit when Burst is zero).
+func ruleArg(r ringlimit.Rule) string {
+	var b [tagLen + 16]byte
+	b[0] = byte(r.Algorithm)
+	binary.LittleEndian.PutUint64(b[1:], uint64(r.WindowMillis()))
+	binary.LittleEndian.PutUint64(b[9:], uint64(r.Limit))
+	binary.LittleEndian.PutUint64(b[17:], uint64(r.Capacity()))
+	return string(b[:])
+}
+
+// ErrBadState: DecodeState was given a value the scripts did not write.
+var ErrBadState = errors.New("remote: bad state")
+
+// EncodeState returns the value the scripts store for s. All integers are
+// int64, little-endian:
+//
+//	tag:            algorithm (1 byte), window ms (8)
+//	buckets:        tag, A (level), B (last update ms)
+//	FixedWindow:    tag, A (window index), B (count)
+//	SlidingWindow:  tag, A (window index), B (current), C (previous)
+//	SlidingLog:     tag, total, head, size, oldest, newest, newest's count
+//	                (a 57-byte header), then Stamp, Count per entry
+//
+// In a sliding log value, total is the sum of the live entries' counts, the
+// live entries run from byte offset head to size (the value's length),
+// oldest and newest are the first and last live stamps. Entries before head
+// were pruned and await compaction; EncodeState writes none (head = 57).
+//
+// Store the value with a TTL of (the instant the state stops mattering −
+// now), at least 1 ms, as the scripts do.
+func EncodeState(s State) []byte {
+	b := []byte(tag(s.Algorithm, s.Window))
+	le := binary.LittleEndian
+	put := func(v int64) { b = le.AppendUint64(b, uint64(v)) }
+	switch s.Algorithm {
+	case ringlimit.SlidingWindow:
+		put(s.A)
+		put(s.B)
+		put(s.C)
+	case ringlimit.SlidingLog:
+		var total, oldest, newest, ncount int64
+		for _, e := range s.Log {
+			total += e.Count
+		}
+		if len(s.Log) > 0 {
+			oldest, newest, ncount = s.Log[0].Stamp, s.Log[len(s.Log)-1].Stamp, s.Log[len(s.Log)-1].Count
+		}
+		put(total)
+		put(logHeaderLen)
+		put(int64(logHeaderLen + 16*len(s.Log)))
+		put(oldest)
+		put(newest)
+		put(ncount)
+		for _, e := range s.Log {
+			put(e.Stamp)
+			put(e.Count)
+		}
+	default:
+		put(s.A)
+		put(s.B)
+	}
+	return b
+}
+
+// logHeaderLen is the length of a sliding log value's header.
+const logHeaderLen = tagLen + 6*8
+
+// DecodeState parses a value the scripts stored. Its errors wrap ErrBadState.
+func DecodeState(v []byte) (State, error) {
+	if len(v) < tagLen || v[0] >= byte(len(scriptFiles)) {
+		return State{}, fmt.Errorf("%w: %d bytes", ErrBadState, len(v))
+	}
+	le := binary.LittleEndian
+	s := State{Algorithm: ringlimit.Algorithm(v[0]), Window: int64(le.Uint64(v[1:]))}
+	body := v[tagLen:]
+	word := func(i int) int64 { return int64(le.Uint64(body[8*i:])) }
+	want := 16
+	switch s.Algorithm {
+	case ringlimit.SlidingWindow:
+		want = 24
+	case ringlimit.SlidingLog:
+		return decodeLog(s, v)
+	}
+	if len(body) != want {
+		return State{}, fmt.Errorf("%w: %s body of %d bytes", ErrBadState, s.Algorithm, len(body))
+	}
+	s.A, s.B = word(0), word(1)
+	if want == 24 {
+		s.C = word(2)
+	}
+	return s, nil
+}
+
+func decodeLog(s State, v []byte) (State, error) {
+	if len(v) < logHeaderLen {
+		return State{}, fmt.Errorf("%w: sliding_log value of %d bytes", ErrBadState, len(v))
+	}
+	word := func(off int) int64 { return int64(binary.LittleEndian.Uint64(v[off:])) }
+	total, head, size := word(tagLen), word(tagLen+8), word(tagLen+16)
+	oldest, newest, ncount := word(tagLen+24), word(tagLen+32), word(tagLen+40)
+	if size != int64(len(v)) || head < logHeaderLen || head > size || (size-head)%16 != 0 {
+		return State{}, fmt.Errorf("%w: sliding_log head %d, size %d, length %d", ErrBadState, head, size, len(v))
+	}
+	var sum int64
+	for off := int(head); off < len(v); off += 16 {
+		e := LogEntry{Stamp: word(off), Count: word(off + 8)}
+		if n := len(s.Log); n > 0 && e.Stamp <= s.Log[n-1].Stamp {
+			return State{}, fmt.Errorf("%w: sliding_log stamps out of order", ErrBadState)
+		}
+		sum += e.Count
+		s.Log = append(s.Log, e)
+	}
+	if n := len(s.Log); sum != total || n > 0 && (s.Log[0].Stamp != oldest || s.Log[n-1].Stamp != newest || s.Log[n-1].Count != ncount) {
+		return State{}, fmt.Errorf("%w: sliding_log header (total %d, oldest %d, newest %d×%d) disagrees with its entries",
+			ErrBadState, total, oldest, newest, ncount)
+	}
+	return s, nil
+}
