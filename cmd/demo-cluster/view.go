@@ -168,8 +168,11 @@ func (v *view) frame(b *strings.Builder) {
 	}
 	fmt.Fprintf(b, "%-9s %-15s %-32s %10s  busiest key last window: %d admitted; windows over the limit so far: %d\n",
 		"/v1/allow", "fixed_window", fmt.Sprintf("%d per %s per key", checkLimit, checkWindow), "", worst, over)
-	if o := v.nodes[0].dbg.Owner; o != "" {
-		fmt.Fprintf(b, "owner of hot-0 (as n1 sees it): %s\n", o)
+	for i, n := range v.nodes {
+		if n.up && n.dbg.Owner != "" {
+			fmt.Fprintf(b, "owner of hot-0 (as %s sees it): %s\n", v.sup.nodes[i].name, n.dbg.Owner)
+			break
+		}
 	}
 
 	b.WriteString("\nevents:\n")
