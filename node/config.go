@@ -10,6 +10,7 @@ import (
 
 	"github.com/ringlimit/ringlimit"
 	"github.com/ringlimit/ringlimit/failover"
+	"github.com/ringlimit/ringlimit/remote"
 	"github.com/ringlimit/ringlimit/ring"
 )
 
@@ -50,6 +51,12 @@ type Config struct {
 	// nil), there is no store: keys whose owner cannot be reached are
 	// decided by Policy.
 	ValkeyAddrs []string
+	// ValkeyOptions, if not nil, are the full valkey-go client options (auth,
+	// TLS, Sentinel, Cluster) for the central store; they take the place of
+	// ValkeyAddrs.
+	ValkeyOptions *remote.ClientOption
+	// ValkeyPrefix is put before every key in Valkey. If empty, "rl:".
+	ValkeyPrefix string
 	// Store, if not nil, is the central store instead of a Valkey client
 	// made from ValkeyAddrs: any ringlimit.Limiter that every node shares.
 	Store ringlimit.Limiter

@@ -1,10 +1,9 @@
 package node
 
 import (
-	"fmt"
-
 	"github.com/ringlimit/ringlimit/failover"
 	"github.com/ringlimit/ringlimit/local"
+	"github.com/ringlimit/ringlimit/remote"
 )
 
 // newStore builds the store tier: the central store behind a breaker, with
@@ -13,8 +12,21 @@ func (n *Node) newStore() (*failover.Limiter, func() error, error) {
 	cfg := n.cfg
 	primary := cfg.Store
 	var closer func() error
-	if primary == nil && len(cfg.ValkeyAddrs) > 0 {
-		return nil, nil, fmt.Errorf("node: config: ValkeyAddrs needs package remote, which is not in this build yet; set Store")
+	if primary == nil && (len(cfg.ValkeyAddrs) > 0 || cfg.ValkeyOptions != nil) {
+		var opt remote.ClientOption
+		if cfg.ValkeyOptions != nil {
+			opt = *cfg.ValkeyOptions
+		} else {
+			opt = remote.ClientOption{
+				InitAddress:       cfg.ValkeyAddrs,
+				DisableCache:      true, // client-side caching is no use for counters
+				ForceSingleClient: len(cfg.ValkeyAddrs) == 1,
+			}
+		}
+		// The client is made in the background: the node starts while the
+		// store is down, and the store tier counts as down until it is up.
+		conn := remote.Connect(opt, remote.Config{Prefix: cfg.ValkeyPrefix}, remote.ConnectConfig{Logger: cfg.Logger})
+		primary, closer = conn, conn.Close
 	}
 	fc := failover.Config{
 		Timeout: cfg.StoreTimeout,

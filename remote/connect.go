@@ -1,0 +1,139 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/ringlimit/ringlimit"
+)
+
+// ClientOption is valkey-go's client option (addresses, auth, TLS, Sentinel,
+// Cluster), named here so that callers configure the store without importing
+// valkey-go themselves.
+type ClientOption = valkey.ClientOption
+
+// ErrNotConnected is returned by a Connector whose client does not exist yet
+// because the server has not answered.
+var ErrNotConnected = errors.New("remote: not connected")
+
+// ConnectConfig configures Connect.
+type ConnectConfig struct {
+	// Retry is the first wait between attempts to create the client; it
+	// doubles up to 5 s. If zero, 250 ms.
+	Retry time.Duration
+	// Logger receives the connection's events. If nil, nothing is logged.
+	Logger *slog.Logger
+}
+
+// Connector is a Limiter whose valkey-go client is created in the
+// background: valkey.NewClient fails at once while the server is down, but a
+// service must start all the same. Until the client exists every call returns
+// ErrNotConnected, which a failover.Limiter in front counts as a store
+// failure; after that, it is the Limiter of New. Once created, the client
+// reconnects by itself.
+//
+// Connector is safe for simultaneous use by multiple goroutines.
+type Connector struct {
+	lim    atomic.Pointer[Limiter]
+	client valkey.Client // set with lim
+	stop   chan struct{}
+	done   chan struct{}
+	once   sync.Once
+}
+
+var _ ringlimit.Limiter = (*Connector)(nil)
+
+// Connect starts creating a client for opt in the background and returns at
+// once. Close stops it.
+func Connect(opt ClientOption, c Config, cc ConnectConfig) *Connector {
+	if cc.Retry <= 0 {
+		cc.Retry = 250 * time.Millisecond
+	}
+	if cc.Logger == nil {
+		cc.Logger = slog.New(slog.DiscardHandler)
+	}
+	k := &Connector{stop: make(chan struct{}), done: make(chan struct{})}
+	go k.run(opt, c, cc)
+	return k
+}
+
+func (k *Connector) run(opt ClientOption, c Config, cc ConnectConfig) {
+	defer close(k.done)
+	wait := cc.Retry
+	for {
+		client, err := valkey.NewClient(opt)
+		if err == nil {
+			k.client = client
+			k.lim.Store(New(client, c))
+			cc.Logger.Info("remote: connected", "addrs", opt.InitAddress)
+			return
+		}
+		cc.Logger.Warn("remote: cannot connect yet; retrying", "addrs", opt.InitAddress, "err", err, "in", wait)
+		select {
+		case <-k.stop:
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+// Connected reports whether the client exists.
+func (k *Connector) Connected() bool { return k.lim.Load() != nil }
+
+func (k *Connector) limiter() (*Limiter, error) {
+	if l := k.lim.Load(); l != nil {
+		return l, nil
+	}
+	return nil, ErrNotConnected
+}
+
+// AllowN is the Limiter's AllowN, or ErrNotConnected (after validating the
+// input, so bad input is still reported as bad input).
+func (k *Connector) AllowN(ctx context.Context, key string, rule ringlimit.Rule, n int64) (ringlimit.Decision, error) {
+	l, err := k.limiter()
+	if err != nil {
+		if verr := ringlimit.ValidateCall(key, rule, n); verr != nil {
+			return ringlimit.Decision{}, verr
+		}
+		return ringlimit.Decision{}, fmt.Errorf("remote: eval %s: %w", rule.Algorithm, err)
+	}
+	return l.AllowN(ctx, key, rule, n)
+}
+
+// Peek is the Limiter's Peek, or ErrNotConnected.
+func (k *Connector) Peek(ctx context.Context, key string, rule ringlimit.Rule) (ringlimit.Decision, error) {
+	return k.AllowN(ctx, key, rule, 0)
+}
+
+// Reset is the Limiter's Reset, or ErrNotConnected.
+func (k *Connector) Reset(ctx context.Context, key string) error {
+	l, err := k.limiter()
+	if err != nil {
+		if verr := ringlimit.ValidateKey(key); verr != nil {
+			return verr
+		}
+		return fmt.Errorf("remote: del: %w", err)
+	}
+	return l.Reset(ctx, key)
+}
+
+// Close stops connecting, waits for the background goroutine and closes the
+// client. Idempotent.
+func (k *Connector) Close() error {
+	k.once.Do(func() {
+		close(k.stop)
+		<-k.done
+		if k.client != nil {
+			k.client.Close()
+		}
+	})
+	return nil
+}
