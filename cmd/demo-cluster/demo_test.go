@@ -103,15 +103,16 @@ func TestChaosRun(t *testing.T) {
 	if all[0] == 0 || all[1] == 0 {
 		t.Errorf("sources over the run %v: want local and peer decisions", all)
 	}
-	if all[2]+all[3] == 0 {
-		t.Errorf("sources over the run %v: killing node 2 sent none of its keys to the store or the fallback", all)
+	if killed := s.Phases[1]; killed.Sources["store"] == 0 {
+		t.Errorf("phase %q: sources %v: none of the dead node's keys were decided by the store", killed.Name, killed.Sources)
 	}
 }
 
-// With no server binary on PATH, the demo runs its embedded store.
+// With no server binary on PATH, the demo runs its embedded store, and the
+// nodes' decisions go to it while an owner is dead.
 func TestEmbeddedStoreRun(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts a cluster for 5 s")
+		t.Skip("starts a cluster for 8 s")
 	}
 	bin := demoBinary(t)
 	env := []string{"PATH=" + filepath.Join(runtime.GOROOT(), "bin"), "HOME=" + os.Getenv("HOME")}
@@ -120,7 +121,7 @@ func TestEmbeddedStoreRun(t *testing.T) {
 			t.Fatalf("%s is in %s: cannot hide it", name, filepath.Join(runtime.GOROOT(), "bin"))
 		}
 	}
-	out, s := runDemo(t, bin, env, 40*time.Second, "-duration", "5s", "-plain", "-nodes", "2")
+	out, s := runDemo(t, bin, env, 40*time.Second, "-chaos", "-duration", "8s", "-plain", "-nodes", "2")
 	t.Logf("\n%s", out)
 	if !strings.Contains(s.Store, "embedded") || !strings.Contains(out, "store: embedded") {
 		t.Errorf("store %q, want the embedded one", s.Store)
@@ -128,8 +129,11 @@ func TestEmbeddedStoreRun(t *testing.T) {
 	if s.Errors != 0 || s.NodesUp != 2 {
 		t.Errorf("%d errors, %d of 2 nodes up", s.Errors, s.NodesUp)
 	}
-	if s.Requests < 500 {
-		t.Errorf("only %d requests in 5 s", s.Requests)
+	if s.Requests < 1000 {
+		t.Errorf("only %d requests in 8 s", s.Requests)
+	}
+	if len(s.Phases) < 2 || s.Phases[1].Sources["store"] == 0 {
+		t.Errorf("phases %+v: want store decisions while node 2 was dead", s.Phases)
 	}
 }
 

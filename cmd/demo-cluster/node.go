@@ -23,10 +23,9 @@ func newClusterNode(c nodeConfig, log *slog.Logger) (clusterNode, error) {
 		Logger:     log,
 		Gossip:     node.GossipFast,
 	}
-	// NOT YET: node refuses ValkeyAddrs until package remote is merged, so
-	// the nodes run without the store (a dead owner's keys go straight to
-	// the fallback policy). Wire it with: cfg.ValkeyAddrs = []string{c.StoreAddr}.
-	_ = c.StoreAddr
+	if c.StoreAddr != "" {
+		cfg.ValkeyAddrs = []string{c.StoreAddr}
+	}
 	n, err := node.New(cfg)
 	if err != nil {
 		return nil, err
