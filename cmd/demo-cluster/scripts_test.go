@@ -13,11 +13,11 @@ import (
 	"github.com/ringlimit/ringlimit/remote"
 )
 
-// ringlimit's own scripts give the same replies on the embedded store as on a
-// real server, for random calls at injected instants (ARGV[2]), peeks and
-// resets included. (The stored values may differ: the server expires a key
-// when its TTL ends, the embedded store keeps it, and a state past its TTL
-// decides as an absent one.)
+// ringlimit's own scripts give the same replies, and leave the same values,
+// on the embedded store as on a real server, for random calls at injected
+// instants (ARGV[2]), peeks and resets included. ARGV[4] lengthens every TTL
+// by an hour: the injected clock runs apart from the server's, which would
+// otherwise expire keys at other instants than the injected ones.
 func TestEmbeddedRunsRemoteScripts(t *testing.T) {
 	real := valkeytest.Start(t)
 	emb := startEmbedded(t)
@@ -40,13 +40,16 @@ func TestEmbeddedRunsRemoteScripts(t *testing.T) {
 		binary.LittleEndian.PutUint64(packed[1:], uint64(rule.WindowMillis()))
 		binary.LittleEndian.PutUint64(packed[9:], uint64(rule.Limit))
 		binary.LittleEndian.PutUint64(packed[17:], uint64(rule.Burst))
-		args := []string{"EVAL", remote.Script(rule.Algorithm), "1", key, string(packed), strconv.FormatInt(now, 10), strconv.FormatInt(n, 10)}
+		args := []string{"EVAL", remote.Script(rule.Algorithm), "1", key, string(packed), strconv.FormatInt(now, 10), strconv.FormatInt(n, 10), "3600000"}
 		got, want := a.do(t, args...), b.do(t, args...)
 		if _, isErr := want.(error); isErr || got != want {
 			t.Fatalf("step %d, %s %+v n=%d: embedded %q, server %q", i, key, rule, n, got, want)
 		}
 		if s, ok := got.(string); ok && len(s) == 40 && s[0] == 1 && n > 0 {
 			allowed++
+		}
+		if got, want := a.do(t, "GET", key), b.do(t, "GET", key); got != want {
+			t.Fatalf("step %d: value of %s: embedded %q, server %q", i, key, got, want)
 		}
 		if rng.IntN(50) == 0 {
 			a.do(t, "DEL", key)
