@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -58,21 +60,51 @@ type phaseSummary struct {
 // checkSummary holds the admitted /v1/allow hits per key and fixed window
 // against the limit, for the windows wholly inside a phase (after settle).
 type checkSummary struct {
-	Limit       int `json:"limit"`
-	Windows     int `json:"windows"`
-	MaxAdmitted int `json:"max_admitted"`
-	OverLimit   int `json:"over_limit"`
+	Limit       int          `json:"limit"`
+	Windows     int          `json:"windows"`
+	MaxAdmitted int          `json:"max_admitted"`
+	OverLimit   int          `json:"over_limit"`
+	Over        []overWindow `json:"over,omitempty"` // all_windows only: the first 10
 }
 
 // summary is the final report, printed as one JSON line.
 type summary struct {
-	Store     string         `json:"store"`
-	Nodes     int            `json:"nodes"`
-	NodesUp   int            `json:"nodes_up"`
-	DurationS float64        `json:"duration_s"`
-	Requests  uint64         `json:"requests"`
-	Errors    uint64         `json:"errors"`
-	Phases    []phaseSummary `json:"phases"`
+	Store     string  `json:"store"`
+	Nodes     int     `json:"nodes"`
+	NodesUp   int     `json:"nodes_up"`
+	DurationS float64 `json:"duration_s"`
+	Requests  uint64  `json:"requests"`
+	Errors    uint64  `json:"errors"`
+	// AllWindows holds every key-window of the run against the limit,
+	// including those that straddle a failure.
+	AllWindows checkSummary   `json:"all_windows"`
+	Phases     []phaseSummary `json:"phases"`
+}
+
+// checkAll holds every counted key-window against the limit, and lists the
+// first few over it.
+func checkAll(windows map[checkWindowKey]int, start time.Time) checkSummary {
+	c := checkSummary{Limit: checkLimit}
+	for k, n := range windows {
+		c.Windows++
+		c.MaxAdmitted = max(c.MaxAdmitted, n)
+		if n > checkLimit {
+			c.OverLimit++
+			c.Over = append(c.Over, overWindow{Key: k.key, AtS: round1(time.UnixMilli(k.window * checkWindow.Milliseconds()).Sub(start)), Admitted: n})
+		}
+	}
+	slices.SortFunc(c.Over, func(a, b overWindow) int { return cmp.Compare(a.AtS, b.AtS) })
+	if len(c.Over) > 10 {
+		c.Over = c.Over[:10]
+	}
+	return c
+}
+
+// overWindow is a key's window in which more than the limit was admitted.
+type overWindow struct {
+	Key      string  `json:"key"`
+	AtS      float64 `json:"at_s"` // the window's start, from the start of the run
+	Admitted int     `json:"admitted"`
 }
 
 func summarize(phases []*phase, windows map[checkWindowKey]int, start time.Time) []phaseSummary {

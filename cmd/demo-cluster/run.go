@@ -164,7 +164,7 @@ loop:
 	}
 	sum := summary{Store: st.Kind(), Nodes: o.nodes, NodesUp: up, DurationS: round1(time.Since(c.start)),
 		Requests: gen.total.Requests.Load(), Errors: gen.total.Errors.Load(),
-		Phases: summarize(c.phases, gen.windowCounts(), c.start)}
+		AllWindows: checkAll(gen.windowCounts(), c.start), Phases: summarize(c.phases, gen.windowCounts(), c.start)}
 	sup.stopAll(3 * time.Second)
 	st.Stop()
 	printSummary(stdout, sum)
@@ -285,6 +285,11 @@ func printSummary(w io.Writer, s summary) {
 		if p.LastErr != "" {
 			fmt.Fprintf(w, "  last error: %s\n", p.LastErr)
 		}
+	}
+	fmt.Fprintf(w, "all key-windows of /v1/allow, failures included: max %d admitted of %d, %d of %d windows over the limit\n",
+		s.AllWindows.MaxAdmitted, s.AllWindows.Limit, s.AllWindows.OverLimit, s.AllWindows.Windows)
+	for _, o := range s.AllWindows.Over {
+		fmt.Fprintf(w, "  %s: %d admitted in the window from %.1fs\n", o.Key, o.Admitted, o.AtS)
 	}
 	line, _ := json.Marshal(map[string]summary{"summary": s})
 	fmt.Fprintf(w, "%s\n", line)
