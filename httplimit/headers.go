@@ -14,6 +14,8 @@ const (
 	hPolicy     = "Ratelimit-Policy"
 	hRateLimit  = "Ratelimit"
 	hRetryAfter = "Retry-After"
+	// The first seed article's name for Retry-After, sent beside it.
+	hXRetryAfter = "X-Ratelimit-Retry-After"
 )
 
 // setHeaders writes the rate-limit headers for the decisions res, res[top]
@@ -26,6 +28,7 @@ const (
 //	RateLimit              "name";r=Remaining;t=reset-seconds for each
 //	Retry-After            when res[top] denies and retry is set: RetryAfter in seconds,
 //	                       rounded up, at least 1
+//	X-RateLimit-Retry-After the same value, under the name the first seed article uses
 //
 // (draft-ietf-httpapi-ratelimit-headers-10 for the last three but one). All
 // values share one string and one slice: two allocations.
@@ -82,6 +85,7 @@ func setHeaders(h http.Header, res []applied, top int, retry bool) {
 	h[hRateLimit] = vals[4:5:5]
 	if n == 6 {
 		h[hRetryAfter] = vals[5:6:6]
+		h[hXRetryAfter] = vals[5:6:6]
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -73,9 +74,14 @@ func parse(file string, data []byte) (*Set, error) {
 	p := &parser{file: file}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		line, msg := yamlLine(err)
-		p.fail(line, errors.New(msg))
-		return nil, p.err()
+		// The first seed article prints its example with the indentation
+		// lost; read that form too, if re-indenting makes it valid.
+		fixed := reindentFlattened(data)
+		if fixed == nil || yaml.Unmarshal(fixed, &doc) != nil {
+			line, msg := yamlLine(err)
+			p.fail(line, errors.New(msg))
+			return nil, p.err()
+		}
 	}
 	if len(doc.Content) == 0 {
 		p.failf(1, "empty document: want a rules list")
@@ -295,3 +301,35 @@ func yamlLine(err error) (line int, msg string) {
 	}
 	return n, "yaml: " + text
 }
+
+// reindentFlattened repairs a rules list whose indentation was lost, as the
+// first seed article prints it:
+//
+//	rules:
+//	- endpoint: /api/posts
+//	limit: 5
+//
+// A "key: value" line at column 0 that follows a "- " item at column 0
+// belongs to that item, so it is indented by two spaces. Line numbers do not
+// change. It returns nil when there is nothing to repair.
+func reindentFlattened(data []byte) []byte {
+	lines := strings.Split(string(data), "\n")
+	inItem, changed := false, false
+	for i, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "- "):
+			inItem = true
+		case strings.HasPrefix(l, "rules:"):
+			inItem = false
+		case inItem && flatKey.MatchString(l):
+			lines[i] = "  " + l
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	return []byte(strings.Join(lines, "\n"))
+}
+
+var flatKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*:`)
