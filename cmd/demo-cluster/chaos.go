@@ -38,7 +38,7 @@ func chaosScript(nodes int) []step {
 
 // settle is how long after a phase starts its windows are not held to the
 // limit: the ring and the breakers need a moment to agree.
-const settle = time.Second
+const settle = 1500 * time.Millisecond
 
 // phaseSummary is one phase in the final report.
 type phaseSummary struct {
