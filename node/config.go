@@ -41,8 +41,8 @@ type Config struct {
 	// "0.0.0.0:7947"; port 0 picks a free port.
 	RPCAddr string
 	// RPCAdvertise is the host:port other nodes use to reach the peer
-	// listener. If empty, the bound address (with the gossip advertise host
-	// when the bind host is unspecified).
+	// listener. If empty, the bound address; when that is every interface
+	// (0.0.0.0 or ::), the peers use the host they see this node gossip from.
 	RPCAdvertise string
 	// Join lists gossip addresses of nodes to join. If none answers, New
 	// still succeeds and keeps trying in the background until one does.
@@ -102,8 +102,8 @@ const (
 )
 
 func (c Config) withDefaults() (Config, error) {
-	if c.Name == "" {
-		return c, fmt.Errorf("node: config: empty Name")
+	if c.Name == "" || len(c.Name) > 255 {
+		return c, fmt.Errorf("node: config: Name %q: want 1 to 255 bytes", c.Name)
 	}
 	switch len(c.SecretKey) {
 	case 0, 16, 24, 32:

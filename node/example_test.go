@@ -18,24 +18,30 @@ func Example() {
 		RPCAddr:    "127.0.0.1:0",
 		SecretKey:  secret,
 		Gossip:     node.GossipFast,
+		// Generous for a busy test machine; the default is 50 ms.
+		ForwardTimeout: time.Second,
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer first.Close()
 	second, err := node.New(node.Config{
-		Name:       "api-2",
-		GossipAddr: "127.0.0.1:0",
-		RPCAddr:    "127.0.0.1:0",
-		Join:       []string{first.GossipAddr()},
-		SecretKey:  secret,
-		Gossip:     node.GossipFast,
+		Name:           "api-2",
+		GossipAddr:     "127.0.0.1:0",
+		RPCAddr:        "127.0.0.1:0",
+		Join:           []string{first.GossipAddr()},
+		SecretKey:      secret,
+		Gossip:         node.GossipFast,
+		ForwardTimeout: time.Second,
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer second.Close()
-	for len(second.Members()) < 2 || len(first.Members()) < 2 {
+	for deadline := time.Now().Add(10 * time.Second); len(second.Members()) < 2 || len(first.Members()) < 2; {
+		if time.Now().After(deadline) {
+			log.Fatal("the two nodes did not see each other")
+		}
 		time.Sleep(10 * time.Millisecond) // wait for the gossip to converge
 	}
 

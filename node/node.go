@@ -67,7 +67,7 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: listen %s: %w", cfg.RPCAddr, err)
 	}
-	rpcAdvertise := advertised(ln.Addr().String(), cfg.RPCAdvertise, cfg.GossipAdvertise)
+	rpcAdvertise := advertised(ln.Addr().String(), cfg.RPCAdvertise)
 
 	store, closer, err := n.newStore()
 	if err != nil {
@@ -79,6 +79,7 @@ func New(cfg Config) (*Node, error) {
 	// Serve before joining: peers may forward as soon as they see us.
 	n.server = peer.Serve(ln, peer.ServerConfig{
 		Secret:  cfg.SecretKey,
+		Name:    cfg.Name,
 		Handler: ownerHandler{n},
 		Logger:  cfg.Logger,
 	})
@@ -131,21 +132,18 @@ func (n *Node) ringConfig(rpcAdvertise string) (ring.Config, error) {
 	return rc, nil
 }
 
-// advertised is the address peers should dial: the explicit advertise
-// address, else the bound one, with the gossip advertise host standing in
-// for an unspecified bind host.
-func advertised(bound, explicit, gossipAdvertise string) string {
+// advertised is the RPC address to publish: the explicit advertise address,
+// else the bound one. A bind to every interface publishes only the port, and
+// each peer dials it at the host it sees this node gossip from.
+func advertised(bound, explicit string) string {
 	if explicit != "" {
 		return explicit
 	}
 	h, p, _ := net.SplitHostPort(bound)
 	if ip := net.ParseIP(h); ip == nil || ip.IsUnspecified() {
-		h = "127.0.0.1"
-		if g, _, err := net.SplitHostPort(gossipAdvertise); err == nil && g != "" {
-			h = g
-		}
+		return net.JoinHostPort("", p)
 	}
-	return net.JoinHostPort(h, p)
+	return bound
 }
 
 // joinLoop retries the Join addresses until one answers or the node closes.
@@ -159,9 +157,18 @@ func (n *Node) joinLoop() {
 			return
 		case <-t.C:
 		}
-		if _, err := n.members.Join(n.cfg.Join); err == nil {
-			n.cfg.Logger.Info("node: joined", "node", n.name)
-			return
+		// One address at a time, so that Close waits for one attempt at
+		// most, not for every unreachable address in turn.
+		for _, addr := range n.cfg.Join {
+			select {
+			case <-n.stop:
+				return
+			default:
+			}
+			if _, err := n.members.Join([]string{addr}); err == nil {
+				n.cfg.Logger.Info("node: joined", "node", n.name, "via", addr)
+				return
+			}
 		}
 	}
 }

@@ -332,7 +332,7 @@ func TestWrongSecret(t *testing.T) {
 			break
 		}
 	}
-	if total > 36 {
+	if greeting := 4 + 32 + 1 + len(c.Nodes[0].Name()); total > greeting {
 		t.Fatalf("unauthenticated connection got %d bytes, more than the greeting", total)
 	}
 	if got := c.Nodes[0].Members(); len(got) != 1 {

@@ -66,7 +66,7 @@ func (t *peerTable) get(name string) *peerConn {
 
 func (t *peerTable) dial(name, addr string) *peerConn {
 	cfg := t.n.cfg
-	cc := peer.ClientConfig{Addr: addr, Secret: cfg.SecretKey, Timeout: cfg.ForwardTimeout}
+	cc := peer.ClientConfig{Addr: addr, Name: name, Secret: cfg.SecretKey, Timeout: cfg.ForwardTimeout}
 	if nw := cfg.Network; nw != nil {
 		from := t.n.name
 		cc.Dial = func(ctx context.Context, addr string) (net.Conn, error) { return nw.DialPeer(ctx, from, name, addr) }

@@ -75,7 +75,7 @@ func (n *Node) forward(ctx context.Context, owner string, req *peer.Request) (ri
 			case ctx.Err() != nil:
 				done(failover.Ignored) // the caller gave up: not the peer's fault
 				return ringlimit.Decision{}, ctx.Err()
-			case err == nil && !errors.Is(res.Err, ringlimit.ErrClosed):
+			case err == nil && isBadInput(res.Err):
 				// The owner refused the input. We validated it, so the two
 				// versions disagree: trust the owner.
 				done(failover.Success)
@@ -114,4 +114,12 @@ func (h ownerHandler) Serve(ctx context.Context, r *peer.Request) peer.Result {
 	}
 	d, err := h.n.local.AllowN(ctx, r.Key, r.Rule, r.N)
 	return peer.Result{Decision: d, Err: err}
+}
+
+// isBadInput reports whether an owner's error is about the input, which the
+// caller must see, rather than about the owner (closing, failing), which
+// sends the call on to the store.
+func isBadInput(err error) bool {
+	return errors.Is(err, ringlimit.ErrInvalidKey) || errors.Is(err, ringlimit.ErrInvalidRule) ||
+		errors.Is(err, ringlimit.ErrInvalidHits)
 }

@@ -51,13 +51,18 @@ type Connector struct {
 var _ ringlimit.Limiter = (*Connector)(nil)
 
 // Connect starts creating a client for opt in the background and returns at
-// once. Close stops it.
+// once. Close stops it. A zero opt.Dialer.Timeout becomes 1 s, which bounds
+// how long Close waits for an attempt in flight.
 func Connect(opt ClientOption, c Config, cc ConnectConfig) *Connector {
 	if cc.Retry <= 0 {
 		cc.Retry = 250 * time.Millisecond
 	}
 	if cc.Logger == nil {
 		cc.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opt.Dialer.Timeout == 0 {
+		// valkey-go's default is 5 s; Close waits for an attempt in flight.
+		opt.Dialer.Timeout = time.Second
 	}
 	k := &Connector{stop: make(chan struct{}), done: make(chan struct{})}
 	go k.run(opt, c, cc)

@@ -53,8 +53,11 @@ type Config struct {
 	AdvertisePort int
 
 	// RPCAddr is the host:port of this member's peer RPC server, published
-	// to the other members in its metadata (see Membership.RPCAddr). If
-	// empty, the member publishes no RPC address.
+	// to the other members in its metadata (see Membership.RPCAddr). A host
+	// that is empty or unspecified (":7947", "0.0.0.0:7947") stands for the
+	// host this member gossips from: each member fills it in from the
+	// address it sees the member at, so a server bound to every interface
+	// is reached at the right one. If empty, no RPC address is published.
 	RPCAddr string
 
 	// SecretKey encrypts and authenticates gossip with AES-GCM; it must be

@@ -1,6 +1,7 @@
 package ring
 
 import (
+	"net"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -49,7 +50,7 @@ func (e *events) record(n *memberlist.Node, alive bool) {
 		if err != nil {
 			m.log.Warn("ring: member metadata unreadable", "peer", n.Name, "err", err)
 		}
-		m.members[n.Name] = memberInfo{rpcAddr: md.RPCAddr}
+		m.members[n.Name] = memberInfo{rpcAddr: resolveRPC(md.RPCAddr, n.Addr)}
 		delete(m.failed, n.Name)
 		delete(m.leaving, n.Name)
 	case leaving || n.Name == m.cfg.Name: // left gracefully: not to be reconnected
@@ -76,4 +77,17 @@ func evictOldest[V any](mp map[string]V, at func(V) time.Time) {
 		}
 		delete(mp, oldest)
 	}
+}
+
+// resolveRPC fills in a published RPC address whose host is empty or
+// unspecified with the host the member gossips from.
+func resolveRPC(addr string, gossipHost net.IP) string {
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil || gossipHost == nil {
+		return addr
+	}
+	if ip := net.ParseIP(h); h == "" || (ip != nil && ip.IsUnspecified()) {
+		return net.JoinHostPort(gossipHost.String(), p)
+	}
+	return addr
 }

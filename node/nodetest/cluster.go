@@ -16,25 +16,28 @@ type Cluster struct {
 	secret  []byte
 }
 
-// Secret is the SecretKey the nodes of a Cluster share.
-var Secret = []byte("nodetest-secret-0123456789abcdef")
+// Secret returns the SecretKey the nodes of a Cluster share.
+func Secret() []byte { return []byte("nodetest-secret-0123456789abcdef") }
 
 // Start starts n nodes named n1…nN with the fast gossip preset, joins them,
-// and waits until every node sees all n. configure, if not nil, adjusts each
+// and waits until every node sees all n. Forwards may take a second (a cold
+// dial on a loaded test machine can take longer than the 50 ms default);
+// tests of timeouts set their own. configure, if not nil, adjusts each
 // node's Config before it starts. The nodes are closed when the test ends.
 func Start(t testing.TB, n int, configure func(*node.Config)) *Cluster {
 	t.Helper()
-	c := &Cluster{Network: NewNetwork(), secret: Secret}
+	c := &Cluster{Network: NewNetwork(), secret: Secret()}
 	var addrs []string
 	for i := range n {
 		cfg := node.Config{
-			Name:       fmt.Sprintf("n%d", i+1),
-			GossipAddr: "127.0.0.1:0",
-			RPCAddr:    "127.0.0.1:0",
-			Join:       slices.Clone(addrs),
-			SecretKey:  c.secret,
-			Gossip:     node.GossipFast,
-			Network:    c.Network,
+			Name:           fmt.Sprintf("n%d", i+1),
+			GossipAddr:     "127.0.0.1:0",
+			RPCAddr:        "127.0.0.1:0",
+			Join:           slices.Clone(addrs),
+			SecretKey:      c.secret,
+			Gossip:         node.GossipFast,
+			Network:        c.Network,
+			ForwardTimeout: time.Second,
 		}
 		if configure != nil {
 			configure(&cfg)

@@ -32,6 +32,7 @@ type Network struct {
 	delay  map[link]time.Duration
 	gossip map[string]string // name → gossip address
 	conns  map[link]map[net.Conn]bool
+	dialed map[link]string // the address of each link's last dial
 }
 
 // NewNetwork returns a Network with every link up.
@@ -42,7 +43,16 @@ func NewNetwork() *Network {
 		delay:  map[link]time.Duration{},
 		gossip: map[string]string{},
 		conns:  map[link]map[net.Conn]bool{},
+		dialed: map[link]string{},
 	}
+}
+
+// Dialed returns the address the node named from last dialled to reach the
+// node named to, or "".
+func (nw *Network) Dialed(from, to string) string {
+	nw.mu.Lock()
+	defer nw.mu.Unlock()
+	return nw.dialed[link{from, to}]
 }
 
 // Register tells the network the gossip address of the node named name.
@@ -57,6 +67,7 @@ func (nw *Network) DialPeer(ctx context.Context, from, to, addr string) (net.Con
 	l := link{from, to}
 	nw.mu.Lock()
 	cut, d := nw.cut[l], nw.delay[l]
+	nw.dialed[l] = addr
 	nw.mu.Unlock()
 	if cut {
 		return nil, ErrCut

@@ -20,6 +20,7 @@ var ErrClosed = errors.New("peer: client closed")
 // ClientConfig configures a Client.
 type ClientConfig struct {
 	Addr   string // the peer's RPC address
+	Name   string // the peer's node name; if not empty, a server with another name is refused
 	Secret []byte // the cluster's secret; empty: no authentication (demos)
 	// Timeout bounds each call, and the dial and handshake. If zero, 50 ms.
 	Timeout time.Duration
@@ -155,7 +156,7 @@ func (c *Client) conn(ctx context.Context, deadline time.Time) (*conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("peer: dial %s: %w", c.cfg.Addr, err)
 	}
-	if err := clientHandshake(nc, c.cfg.Secret, time.Until(deadline)); err != nil {
+	if err := clientHandshake(nc, c.cfg.Secret, c.cfg.Name, time.Until(deadline)); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("peer: %s: %w", c.cfg.Addr, err)
 	}

@@ -136,8 +136,26 @@ func TestAuthentication(t *testing.T) {
 	nc.Write(append(make([]byte, len(magic)+nonceLen+32), frame...))
 	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
 	got, _ := io.ReadAll(nc)
-	if len(got) != len(magic)+nonceLen {
-		t.Fatalf("unauthenticated connection got %d bytes, want only the server's %d-byte greeting", len(got), len(magic)+nonceLen)
+	if greeting := len(magic) + nonceLen + 1; len(got) != greeting {
+		t.Fatalf("unauthenticated connection got %d bytes, want only the server's %d-byte greeting", len(got), greeting)
+	}
+}
+
+// A client that expects one node refuses another, even one with the secret.
+func TestHandshakeChecksTheName(t *testing.T) {
+	l := local.New(local.Config{})
+	s := Serve(listen(t), ServerConfig{Secret: secret, Name: "n2", Handler: LimiterHandler{l}})
+	t.Cleanup(func() { s.Close() })
+	for _, tc := range []struct {
+		want string
+		ok   bool
+	}{{"n2", true}, {"", true}, {"n1", false}, {"n22", false}} {
+		c := NewClient(ClientConfig{Addr: s.Addr().String(), Name: tc.want, Secret: secret, Timeout: time.Second})
+		_, err := c.Do(context.Background(), &Request{Op: OpAllow, Key: "k", Rule: rule, N: 0})
+		if tc.ok != (err == nil) || (!tc.ok && !errors.Is(err, ErrAuth)) {
+			t.Errorf("expecting %q of n2: err %v", tc.want, err)
+		}
+		c.Close()
 	}
 }
 
@@ -148,7 +166,7 @@ func rawConn(t *testing.T, s *Server) net.Conn {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { nc.Close() })
-	if err := clientHandshake(nc, secret, time.Second); err != nil {
+	if err := clientHandshake(nc, secret, "", time.Second); err != nil {
 		t.Fatal(err)
 	}
 	return nc
@@ -192,7 +210,7 @@ func TestTimeout(t *testing.T) {
 			return
 		}
 		defer c.Close()
-		if serverHandshake(c, secret, time.Second) == nil {
+		if serverHandshake(c, secret, "", time.Second) == nil {
 			io.Copy(io.Discard, c)
 		}
 	}()

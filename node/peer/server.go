@@ -34,6 +34,7 @@ func (h LimiterHandler) Serve(ctx context.Context, r *Request) Result {
 // ServerConfig configures a Server.
 type ServerConfig struct {
 	Secret  []byte  // the cluster's secret; empty: no authentication (demos)
+	Name    string  // this node's name, told to clients in the handshake (at most 255 bytes)
 	Handler Handler // required
 	// HandshakeTimeout bounds the handshake. If zero, 2 s.
 	HandshakeTimeout time.Duration
@@ -92,19 +93,30 @@ func (s *Server) Close() error {
 
 func (s *Server) accept() {
 	defer s.wg.Done()
+	var backoff time.Duration
 	for {
 		c, err := s.ln.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
+			// Out of file descriptors, an aborted connection: wait and
+			// accept again, as net/http does. Giving up would leave the
+			// node owning keys that no peer can reach.
+			if backoff == 0 {
+				backoff = 5 * time.Millisecond
+			} else {
+				backoff = min(2*backoff, time.Second)
 			}
-			s.cfg.Logger.Warn("peer: accept", "err", err)
-			return
+			s.cfg.Logger.Warn("peer: accept; retrying", "err", err, "in", backoff)
+			select {
+			case <-s.ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			continue
 		}
+		backoff = 0
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
@@ -130,7 +142,7 @@ func (s *Server) serve(c net.Conn) {
 		s.mu.Unlock()
 		c.Close()
 	}()
-	if err := serverHandshake(c, s.cfg.Secret, s.cfg.HandshakeTimeout); err != nil {
+	if err := serverHandshake(c, s.cfg.Secret, s.cfg.Name, s.cfg.HandshakeTimeout); err != nil {
 		s.cfg.Logger.Warn("peer: refused a connection", "remote", c.RemoteAddr().String(), "err", err)
 		return
 	}
