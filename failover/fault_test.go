@@ -242,9 +242,13 @@ func TestHangServerUnderLoad(t *testing.T) {
 		t.Fatalf("a call took %s, over Timeout %s + %s", ld.maxAll, faultTimeout, faultMargin)
 	}
 	// After the breaker opened, only the probes (one per cooldown, each
-	// reopening it) may wait for the hung server.
-	if probes := int64(r.l.Stats().Opens) - 1; ld.slowAfter > probes {
-		t.Fatalf("%d calls after the breaker opened waited ≥ %s; only the %d probes may", ld.slowAfter, faultTimeout/2, probes)
+	// reopening it) wait for the hung server. A caller that is merely
+	// descheduled for 25 ms on a loaded 2-core machine looks the same by
+	// the clock, so allow 1% of the calls and two more for that.
+	probes := int64(r.l.Stats().Opens) - 1
+	if allowed := probes + ld.afterCalls/100 + 2; ld.slowAfter > allowed {
+		t.Fatalf("%d of %d calls after the breaker opened waited ≥ %s; only the %d probes (+ %d for scheduling) may",
+			ld.slowAfter, ld.afterCalls, faultTimeout/2, probes, allowed-probes)
 	}
 	if hung.Timeouts < 5 {
 		t.Fatalf("%d timeouts while hung, want at least MaxFailures", hung.Timeouts)
