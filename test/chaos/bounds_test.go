@@ -48,6 +48,13 @@ func keyBound(limit, faults int, restarted bool, storeIncarnations int) int {
 	return limit * (1 + storeIncarnations + faults*per)
 }
 
+// cutOffBound is the most a key may admit whose owner stays in every ring
+// but cannot be reached by the other nodes (its peer links cut): the owner
+// decides its own callers' calls exactly, the others' go to the store, one
+// limit per store incarnation (nothing is written behind yet, issue 10);
+// fail-open admissions are added as counted.
+func cutOffBound(limit, storeIncarnations int) int { return limit * (1 + storeIncarnations) }
+
 // partitionSideBound is the most a key first used while the cluster is split
 // may admit on each side: every side owns every key it can see, and decides
 // it from memory, exactly.

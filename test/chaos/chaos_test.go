@@ -242,8 +242,10 @@ func rollingRestart(t *testing.T, bin string) row {
 	c := ru.c
 	all := c.others()
 	for i := range c.procs {
+		start := time.Now()
 		c.term(i)
-		ru.r.detect = max(ru.r.detect, c.waitView(c.others(i), c.without(i), 10*time.Second))
+		c.waitView(c.others(i), c.without(i), 10*time.Second)
+		ru.r.detect = max(ru.r.detect, time.Since(start))
 		ru.r.recover = max(ru.r.recover, c.restart(i))
 	}
 	ru.recovered()
@@ -271,31 +273,58 @@ func nodeStop(t *testing.T, bin string, hold time.Duration) row {
 	}, false)
 }
 
-// 4. The store SIGKILLed, then restarted (empty).
+// 4. The store SIGKILLed, then restarted (empty). The store decides only
+// for keys whose owner cannot be reached, so the other nodes' peer links to one node are cut
+// (gossip still flows: every ring keeps it) from before the fault until
+// after it: the other nodes' calls on its keys go to the store, then, while
+// it is dead, to the fail-open policy.
 func storeKill(t *testing.T, bin string, hold time.Duration) row {
-	ru := begin(t, bin, 3)
-	c := ru.c
-	c.store.Kill()
-	time.Sleep(hold) // the store stays dead
-	start := time.Now()
-	c.store.Restart()
-	ru.r.recover = time.Since(start)
-	ru.r.detect = -1
-	ru.recovered()
-	return ru.finish(nil, c.others(), func(string) int { return ruleLimit }, false)
+	return storeFault(t, bin, hold, true)
 }
 
 // 5. The store SIGSTOPped (hung: connections open, no answers), then
-// SIGCONT.
+// SIGCONT; one node's peer links cut as in storeKill.
 func storeStop(t *testing.T, bin string, hold time.Duration) row {
+	return storeFault(t, bin, hold, false)
+}
+
+func storeFault(t *testing.T, bin string, hold time.Duration, kill bool) row {
 	ru := begin(t, bin, 3)
-	c := ru.c
-	c.store.Pause()
-	time.Sleep(hold) // the store stays hung
-	c.store.Resume()
-	ru.r.detect, ru.r.recover = -1, -1
+	c, v := ru.c, pick(3)
+	c.cutPeers(v)
+	if ru.l.firstSource(time.Now(), "store", 5*time.Second) < 0 {
+		t.Fatal("no store decisions with the peer links cut")
+	}
+	ru.from = time.Now()
+	if kill {
+		c.store.Kill()
+	} else {
+		c.store.Pause()
+	}
+	ru.r.detect = ru.l.firstSource(ru.from, "fallback", hold)
+	time.Sleep(time.Until(ru.from.Add(hold))) // the store stays down
+	back := time.Now()
+	storeInc := 1
+	if kill {
+		c.store.Restart()
+		storeInc = 2
+	} else {
+		c.store.Resume()
+	}
+	ru.r.recover = ru.l.firstSource(back, "store", 10*time.Second)
+	if ru.r.recover < 0 {
+		t.Errorf("no store decisions within 10s of the store's return")
+	}
+	c.heal()
 	ru.recovered()
-	return ru.finish(nil, c.others(), func(string) int { return ruleLimit }, false)
+	victim := c.procs[v].name
+	ru.r.note = fmt.Sprintf("the victim is %s, whose inbound peer links were cut throughout (it stayed up and in every ring)", victim)
+	return ru.finish([]int{v}, c.others(), func(k string) int {
+		if ru.owner[k] == victim {
+			return cutOffBound(ruleLimit, storeInc)
+		}
+		return ruleLimit
+	}, true)
 }
 
 // 6. A node and the store SIGKILLed at once, then both restarted.

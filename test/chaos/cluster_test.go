@@ -309,6 +309,16 @@ func (c *cluster) partition(groups ...[]int) {
 	}
 }
 
+// cutPeers cuts the peer links from every other node to node v (v still
+// reaches them); gossip still flows, so every ring keeps v, and the others'
+// forwards to v fail.
+func (c *cluster) cutPeers(v int) {
+	c.t.Helper()
+	for _, i := range c.others(v) {
+		c.post(i, "/chaos/peers?block="+c.procs[v].name)
+	}
+}
+
 func (c *cluster) heal() {
 	for i := range c.procs {
 		c.post(i, "/chaos/heal")

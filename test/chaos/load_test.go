@@ -52,8 +52,9 @@ type keyStat struct {
 }
 
 type sample struct {
-	at  time.Time
-	lat time.Duration
+	at     time.Time
+	lat    time.Duration
+	source string
 }
 
 // load drives calls through the nodes' HTTP endpoint and records them.
@@ -163,7 +164,7 @@ func (l *load) call(ctx context.Context, p *proc, key string) {
 		return
 	}
 	if !dead {
-		l.samples = append(l.samples, sample{start, lat})
+		l.samples = append(l.samples, sample{start, lat, d.Source})
 	}
 	l.sources[d.Source]++
 	ks := l.perKey[key]
@@ -191,6 +192,27 @@ func (l *load) latencies(from, to time.Time) []time.Duration {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// firstSource returns how long after from the first call that started then
+// and was decided by source got its answer, polling until deadline; -1 if
+// none.
+func (l *load) firstSource(from time.Time, source string, deadline time.Duration) time.Duration {
+	end := time.Now().Add(deadline)
+	for {
+		l.mu.Lock()
+		for _, s := range l.samples {
+			if !s.at.Before(from) && s.source == source {
+				l.mu.Unlock()
+				return s.at.Add(s.lat).Sub(from)
+			}
+		}
+		l.mu.Unlock()
+		if time.Now().After(end) {
+			return -1
+		}
+		time.Sleep(10 * time.Millisecond) // poll interval
+	}
 }
 
 func percentile(sorted []time.Duration, p float64) time.Duration {

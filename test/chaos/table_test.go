@@ -21,7 +21,7 @@ func (g group) String() string {
 	over := 100 * float64(g.admitted-g.limit) / float64(g.limit)
 	s := fmt.Sprintf("%d/%d (%+.0f%%), worst key %.1f× (bound %.0f×)", g.admitted, g.limit, over, g.worst, g.bound)
 	if g.fallback > 0 {
-		s += fmt.Sprintf(", %d fail-open", g.fallback)
+		s = fmt.Sprintf("%d/%d (%+.0f%%), worst key %.1f× (bound %.0f× + the %d fail-open)", g.admitted, g.limit, over, g.worst, g.bound, g.fallback)
 	}
 	return s
 }
@@ -83,8 +83,10 @@ calls in flight to a node when the harness killed, stopped or terminated it are 
 *Victim's keys* are those the faulted node owned before the fault; *over-admission* is admitted
 beyond the limit summed over the group; *bound* is what the test asserts per key (see bounds_test.go).
 *Detect*: from the fault until every other node's ring dropped the victim. *Recover*: from the
-restart (or heal) until every node sees every member again. Store faults are not on the decision
-path while every owner is up, so they have no detection time.
+restart (or heal) until every node sees every member again. The store is on the decision path only
+for keys whose owner cannot be reached, so the store scenarios cut the peer links to one node (gossip still
+flows) from before the fault to after it: there *detect* is from the fault until the first fail-open
+decision, and *recover* from the restart (or SIGCONT) until the first decision by the store again.
 `)
 	return b.String()
 }

@@ -6,7 +6,8 @@
 //	GET  /healthz                                     200 once the node runs
 //	GET  /stats                                       node.Stats, members, goroutines, open fds
 //	POST /chaos/partition?block=name@gossip,...       cut gossip and peer traffic to those nodes
-//	POST /chaos/heal                                  restore it
+//	POST /chaos/peers?block=name,...                  cut only the peer (RPC) links to those nodes
+//	POST /chaos/heal                                  restore both
 //
 // The secret key comes from the environment (CHAOSNODE_SECRET, hex). SIGTERM
 // or SIGINT closes the node gracefully (it leaves the cluster) and exits 0.
@@ -173,6 +174,17 @@ func handler(n *node.Node, nw *nodetest.Network, self string) http.Handler {
 			names = append(names, name)
 		}
 		nw.Partition([]string{self}, names)
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("POST /chaos/peers", func(w http.ResponseWriter, r *http.Request) {
+		// Gossip still flows: the ring keeps the nodes, forwards to them fail.
+		for _, name := range strings.Split(r.URL.Query().Get("block"), ",") {
+			if name == "" {
+				http.Error(w, "block: want name,...", http.StatusBadRequest)
+				return
+			}
+			nw.Drop(self, name)
+		}
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("POST /chaos/heal", func(w http.ResponseWriter, r *http.Request) {
