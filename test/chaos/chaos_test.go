@@ -12,6 +12,9 @@ import (
 	"time"
 )
 
+// raceEnabled is set by race_test.go under -race.
+var raceEnabled bool
+
 var resultsFile = flag.String("chaos.results", "", "also write the results table to this file (e.g. RESULTS.md)")
 
 // TestChaos runs every scenario against its own fresh cluster and store,
@@ -47,10 +50,14 @@ func TestChaos(t *testing.T) {
 			rows = append(rows, r)
 		})
 	}
-	cmd := "go test -count=1 -v ./test/chaos/"
-	if short {
-		cmd = "go test -count=1 -v -short ./test/chaos/"
+	cmd := "go test -count=1 -v"
+	if raceEnabled {
+		cmd += " -race"
 	}
+	if short {
+		cmd += " -short"
+	}
+	cmd += " ./test/chaos/"
 	table := renderTable(rows, cmd, time.Since(start))
 	fmt.Println(table)
 	if *resultsFile != "" {
@@ -230,6 +237,7 @@ func nodeKill(t *testing.T, bin string, hold time.Duration) row {
 	ru.r.recover = c.restart(v)
 	ru.recovered()
 	victim := c.procs[v].name
+	ru.r.note = "the victim is " + victim
 	return ru.finish([]int{v}, c.others(v), func(k string) int {
 		return keyBound(ruleLimit, b2i(ru.owner[k] == victim), true, 1)
 	}, false)
@@ -268,6 +276,7 @@ func nodeStop(t *testing.T, bin string, hold time.Duration) row {
 	c.procs[v].up.Store(true)
 	ru.recovered()
 	victim := c.procs[v].name
+	ru.r.note = "the victim is " + victim
 	return ru.finish([]int{v}, c.others(v), func(k string) int {
 		return keyBound(ruleLimit, b2i(ru.owner[k] == victim), false, 1)
 	}, false)
@@ -341,6 +350,7 @@ func bothKill(t *testing.T, bin string, hold time.Duration) row {
 	ru.r.recover = time.Since(start)
 	ru.recovered()
 	victim := c.procs[v].name
+	ru.r.note = "the victim is " + victim
 	// Two store incarnations; fail-open admissions on top.
 	return ru.finish([]int{v}, c.others(v), func(k string) int {
 		return keyBound(ruleLimit, b2i(ru.owner[k] == victim), true, 2)
@@ -371,9 +381,9 @@ func partition(t *testing.T, bin string, hold time.Duration) row {
 
 	ru.l.mu.Lock()
 	side := func(name string) int { return b2i(name == c.procs[lone].name) }
-	var worst [2]int
+	worst, least := [2]int{}, [2]int{ruleLimit, ruleLimit}
 	for _, k := range pkeys {
-		var got [2]int
+		var got, tried [2]int
 		ks := ru.l.perKey[k]
 		if ks == nil {
 			t.Errorf("split key %s: no calls", k)
@@ -382,10 +392,17 @@ func partition(t *testing.T, bin string, hold time.Duration) row {
 		for name, n := range ks.allowedBy {
 			got[side(name)] += n
 		}
+		for name, n := range ks.attemptsBy {
+			tried[side(name)] += n
+		}
 		for s := range got {
-			worst[s] = max(worst[s], got[s])
+			worst[s], least[s] = max(worst[s], got[s]), min(least[s], got[s])
 			if got[s] > partitionSideBound(ruleLimit) {
 				t.Errorf("split key %s: side %d admitted %d, limit %d (%v)", k, s, got[s], ruleLimit, ks.allowedBy)
+			}
+			// Exact: a side that was asked more than the limit admitted it all.
+			if tried[s] > ruleLimit && got[s] < ruleLimit {
+				t.Errorf("split key %s: side %d admitted %d of %d calls, limit %d", k, s, got[s], tried[s], ruleLimit)
 			}
 		}
 		if f := ks.allowedFrom["store"] + ks.allowedFrom["fallback"]; f > 0 {
@@ -393,8 +410,8 @@ func partition(t *testing.T, bin string, hold time.Duration) row {
 		}
 	}
 	ru.l.mu.Unlock()
-	ru.r.note = fmt.Sprintf("keys first used while split: at most %d (majority) and %d (minority) admitted per key, limit %d per side",
-		worst[0], worst[1], ruleLimit)
+	ru.r.note = fmt.Sprintf("the lone node is %s; keys first used while split: %d–%d (majority side) and %d–%d (minority side) admitted per key, limit %d per side",
+		c.procs[lone].name, least[0], worst[0], least[1], worst[1], ruleLimit)
 	return ru.finish([]int{lone}, c.others(), func(string) int { return keyBound(ruleLimit, 1, false, 1) }, false)
 }
 

@@ -47,6 +47,7 @@ var sources = []string{"local", "peer", "store", "fallback"}
 // keyStat is what the harness saw for one key.
 type keyStat struct {
 	attempts, allowed int
+	attemptsBy        map[string]int // node called → calls
 	allowedBy         map[string]int // node called → admitted
 	allowedFrom       map[string]int // source → admitted
 }
@@ -169,10 +170,11 @@ func (l *load) call(ctx context.Context, p *proc, key string) {
 	l.sources[d.Source]++
 	ks := l.perKey[key]
 	if ks == nil {
-		ks = &keyStat{allowedBy: map[string]int{}, allowedFrom: map[string]int{}}
+		ks = &keyStat{attemptsBy: map[string]int{}, allowedBy: map[string]int{}, allowedFrom: map[string]int{}}
 		l.perKey[key] = ks
 	}
 	ks.attempts++
+	ks.attemptsBy[p.name]++
 	if d.Allowed {
 		ks.allowed++
 		ks.allowedBy[p.name]++
