@@ -2,16 +2,18 @@ package chaos
 
 import (
 	"context"
-	"crypto/rand"
+	crand "crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -75,7 +77,7 @@ type cluster struct {
 func startCluster(t *testing.T, bin string, n int) *cluster {
 	t.Helper()
 	key := make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
+	if _, err := crand.Read(key); err != nil {
 		t.Fatal(err)
 	}
 	c := &cluster{t: t, bin: bin, secret: hex.EncodeToString(key), store: valkeytest.Start(t)}
@@ -352,7 +354,7 @@ func (c *cluster) waitView(idx []int, want []string, d time.Duration) time.Durat
 			var views []string
 			for _, i := range idx {
 				s, err := c.stats(i)
-				views = append(views, fmt.Sprintf("%s: %v %v", c.procs[i].name, s.Members, err))
+				views = append(views, fmt.Sprintf("%s (answered as %q): %v %v", c.procs[i].name, s.Name, s.Members, err))
 			}
 			c.t.Fatalf("no convergence on %v within %s: %s", want, d, strings.Join(views, "; "))
 		}
@@ -394,16 +396,35 @@ func (c *cluster) others(idx ...int) []int {
 	return s
 }
 
-// freeAddr returns a free loopback address; with udp, free for UDP too (the
-// gossip port is both).
+// Fixed ports come from below the kernel's ephemeral range (32768 and up
+// on Linux by default), so that no outgoing connection can take a killed
+// node's port before it restarts; each port is handed out once per run.
+const (
+	portLow  = 20000
+	portHigh = 32000
+)
+
+var (
+	portsMu sync.Mutex
+	ports   = map[int]bool{}
+)
+
+// freeAddr returns a free loopback address that no other node of this run
+// has; with udp, free for UDP too (the gossip port is both).
 func freeAddr(t *testing.T, udp bool) string {
 	t.Helper()
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 1000 {
+		port := portLow + rand.IntN(portHigh-portLow)
+		if ports[port] {
+			continue
 		}
-		addr := l.Addr().String()
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
 		if udp {
 			u, err := net.ListenPacket("udp", addr)
 			if err != nil {
@@ -413,6 +434,7 @@ func freeAddr(t *testing.T, udp bool) string {
 			u.Close()
 		}
 		l.Close()
+		ports[port] = true
 		return addr
 	}
 	t.Fatal("no free port")
