@@ -51,7 +51,7 @@ func ms(d time.Duration) string {
 func renderTable(rows []row, cmd string, took time.Duration) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# ringlimit chaos results\n\n")
-	fmt.Fprintf(&b, "Run %s UTC with `%s` (%s in all). Real node processes (test/chaos/chaosnode) and a real %s on loopback; ",
+	fmt.Fprintf(&b, "Run %s UTC with `%s` (%s in all; add `-chaos.results=RESULTS.md` to write this file). Real node processes (test/chaos/chaosnode) and a real %s on loopback; ",
 		time.Now().UTC().Format("2006-01-02 15:04"), cmd, took.Round(time.Second), storeName())
 	fmt.Fprintf(&b, "load through each node's HTTP endpoint; rule %s, limit %d per %s (the window covers the whole scenario), %d keys per node; forward and store timeouts %s and %s.\n\n",
 		ruleAlgorithm, ruleLimit, ruleWindow, keysPerNode, forwardTimeout, storeTimeout)
