@@ -250,10 +250,9 @@ func rollingRestart(t *testing.T, bin string) row {
 	c := ru.c
 	all := c.others()
 	for i := range c.procs {
-		start := time.Now()
 		c.term(i)
-		c.waitView(c.others(i), c.without(i), 10*time.Second)
-		ru.r.detect = max(ru.r.detect, time.Since(start))
+		ru.r.detect = max(ru.r.detect, c.waitView(c.others(i), c.without(i), 10*time.Second))
+		c.exited(i)
 		ru.r.recover = max(ru.r.recover, c.restart(i))
 	}
 	ru.recovered()

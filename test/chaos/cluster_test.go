@@ -177,6 +177,9 @@ func (c *cluster) down(i int) {
 	p := c.procs[i]
 	p.up.Store(false)
 	p.epoch.Add(1)
+	// A connection the client dialled but never used would hold up the
+	// node's graceful HTTP shutdown.
+	p.tr.CloseIdleConnections()
 }
 
 func (c *cluster) signal(i int, sig syscall.Signal) {
@@ -196,12 +199,17 @@ func (c *cluster) kill(i int) {
 	c.wait(i, 10*time.Second)
 }
 
-// term SIGTERMs node i (a graceful leave) and waits until it exits; it
-// fails the test if the node did not exit 0.
+// term sends SIGTERM to node i: it closes (leaving the cluster gracefully)
+// and exits. exited waits for that.
 func (c *cluster) term(i int) {
-	c.t.Helper()
 	c.down(i)
 	c.signal(i, syscall.SIGTERM)
+}
+
+// exited waits until node i, sent SIGTERM, exits, and fails the test if it
+// did not exit 0 within 10s.
+func (c *cluster) exited(i int) {
+	c.t.Helper()
 	if !c.wait(i, 10*time.Second) {
 		c.t.Errorf("%s did not exit within 10s of SIGTERM", c.procs[i].name)
 		c.kill(i)
