@@ -1,0 +1,244 @@
+package chaos
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// pick returns a random node index.
+func pick(n int) int { return rand.IntN(n) }
+
+// 1. A node SIGKILLed under load, then restarted with the same name and
+// ports.
+func nodeKill(t *testing.T, bin string, hold time.Duration) row {
+	ru := begin(t, bin, 3)
+	c, v := ru.c, pick(3)
+	c.kill(v)
+	ru.r.detect = c.waitView(c.others(v), c.without(v), 10*time.Second)
+	time.Sleep(hold) // the node stays dead
+	ru.r.recover = c.restart(v)
+	ru.recovered()
+	victim := c.procs[v].name
+	ru.r.note = "the victim is " + victim
+	return ru.finish([]int{v}, c.others(v), func(k string) int {
+		return keyBound(ruleLimit, b2i(ru.owner[k] == victim), true, 1)
+	}, false)
+}
+
+// 2. A rolling restart: each node in turn gets SIGTERM (it closes, leaving
+// the cluster gracefully, and exits), then starts again.
+func rollingRestart(t *testing.T, bin string) row {
+	ru := begin(t, bin, 3)
+	c := ru.c
+	all := c.others()
+	for i := range c.procs {
+		c.term(i)
+		ru.r.detect = max(ru.r.detect, c.waitView(c.others(i), c.without(i), 10*time.Second))
+		c.exited(i)
+		ru.r.recover = max(ru.r.recover, c.restart(i))
+	}
+	ru.recovered()
+	// Every node restarted: each is compared with its first incarnation.
+	return ru.finish(all, all, func(string) int { return keyBound(ruleLimit, 1, true, 1) }, false)
+}
+
+// 3. A node SIGSTOPped (a gray failure: its sockets stay open, nothing
+// answers), then SIGCONT.
+func nodeStop(t *testing.T, bin string, hold time.Duration) row {
+	ru := begin(t, bin, 3)
+	c, v := ru.c, pick(3)
+	c.down(v)
+	c.signal(v, syscall.SIGSTOP)
+	stopped := time.Now()
+	ru.r.detect = c.waitView(c.others(v), c.without(v), hold)
+	time.Sleep(time.Until(stopped.Add(hold))) // the rest of the stop
+	c.signal(v, syscall.SIGCONT)
+	ru.r.recover = c.waitConverged(c.names(), 15*time.Second)
+	c.procs[v].up.Store(true)
+	ru.recovered()
+	victim := c.procs[v].name
+	ru.r.note = "the victim is " + victim
+	return ru.finish([]int{v}, c.others(v), func(k string) int {
+		return keyBound(ruleLimit, b2i(ru.owner[k] == victim), false, 1)
+	}, false)
+}
+
+// 4. The store SIGKILLed, then restarted (empty). The store decides only
+// for keys whose owner cannot be reached, so the other nodes' peer links to one node are cut
+// (gossip still flows: every ring keeps it) from before the fault until
+// after it: the other nodes' calls on its keys go to the store, then, while
+// it is dead, to the fail-open policy.
+func storeKill(t *testing.T, bin string, hold time.Duration) row {
+	return storeFault(t, bin, hold, true)
+}
+
+// 5. The store SIGSTOPped (hung: connections open, no answers), then
+// SIGCONT; one node's peer links cut as in storeKill.
+func storeStop(t *testing.T, bin string, hold time.Duration) row {
+	return storeFault(t, bin, hold, false)
+}
+
+func storeFault(t *testing.T, bin string, hold time.Duration, kill bool) row {
+	ru := begin(t, bin, 3)
+	c, v := ru.c, pick(3)
+	c.cutPeers(v)
+	if ru.l.firstSource(time.Now(), "store", 5*time.Second) < 0 {
+		t.Fatal("no store decisions with the peer links cut")
+	}
+	ru.from = time.Now()
+	if kill {
+		c.store.Kill()
+	} else {
+		c.store.Pause()
+	}
+	ru.r.detect = ru.l.firstSource(ru.from, "fallback", hold)
+	time.Sleep(time.Until(ru.from.Add(hold))) // the store stays down
+	back := time.Now()
+	storeInc := 1
+	if kill {
+		c.store.Restart()
+		storeInc = 2
+	} else {
+		c.store.Resume()
+	}
+	ru.r.recover = ru.l.firstSource(back, "store", 10*time.Second)
+	if ru.r.recover < 0 {
+		t.Errorf("no store decisions within 10s of the store's return")
+	}
+	c.heal()
+	ru.recovered()
+	victim := c.procs[v].name
+	ru.r.note = fmt.Sprintf("the victim is %s, whose inbound peer links were cut throughout (it stayed up and in every ring)", victim)
+	return ru.finish([]int{v}, c.others(), func(k string) int {
+		if ru.owner[k] == victim {
+			return cutOffBound(ruleLimit, storeInc)
+		}
+		return ruleLimit
+	}, true)
+}
+
+// 6. A node and the store SIGKILLed at once, then both restarted.
+func bothKill(t *testing.T, bin string, hold time.Duration) row {
+	ru := begin(t, bin, 3)
+	c, v := ru.c, pick(3)
+	c.store.Kill()
+	c.kill(v)
+	ru.r.detect = c.waitView(c.others(v), c.without(v), 10*time.Second)
+	time.Sleep(hold) // both stay dead
+	start := time.Now()
+	c.store.Restart()
+	c.restart(v)
+	ru.r.recover = time.Since(start)
+	ru.recovered()
+	victim := c.procs[v].name
+	ru.r.note = "the victim is " + victim
+	// Two store incarnations; fail-open admissions on top.
+	return ru.finish([]int{v}, c.others(v), func(k string) int {
+		return keyBound(ruleLimit, b2i(ru.owner[k] == victim), true, 2)
+	}, true)
+}
+
+// 7. A 2|1 partition of the gossip and peer traffic, then healed. Each side
+// owns every key it can see. The keys owned by the lone node count as the
+// victim's; every key is cut off from its owner on one side.
+func partition(t *testing.T, bin string, hold time.Duration) row {
+	ru := begin(t, bin, 3)
+	c := ru.c
+	lone := pick(3)
+	major := c.others(lone)
+	c.partition(major, []int{lone})
+	ru.r.detect = max(
+		c.waitView(major, c.without(lone), 10*time.Second),
+		c.waitView([]int{lone}, []string{c.procs[lone].name}, 10*time.Second))
+
+	// Keys first used while split: each side is exact on its own.
+	pkeys, _ := makeKeys(t.Name()+"-split", c.names(), keysPerNode)
+	ru.l.setKeys(pkeys)
+	time.Sleep(hold) // the split lasts
+	ru.l.setKeys(ru.keys)
+	c.heal()
+	ru.r.recover = c.waitConverged(c.names(), 15*time.Second)
+	ru.recovered()
+
+	ru.l.mu.Lock()
+	side := func(name string) int { return b2i(name == c.procs[lone].name) }
+	worst, least := [2]int{}, [2]int{ruleLimit, ruleLimit}
+	for _, k := range pkeys {
+		var got, tried [2]int
+		ks := ru.l.perKey[k]
+		if ks == nil {
+			t.Errorf("split key %s: no calls", k)
+			continue
+		}
+		for name, n := range ks.allowedBy {
+			got[side(name)] += n
+		}
+		for name, n := range ks.attemptsBy {
+			tried[side(name)] += n
+		}
+		for s := range got {
+			worst[s], least[s] = max(worst[s], got[s]), min(least[s], got[s])
+			if got[s] > partitionSideBound(ruleLimit) {
+				t.Errorf("split key %s: side %d admitted %d, limit %d (%v)", k, s, got[s], ruleLimit, ks.allowedBy)
+			}
+			// Exact: a side that was asked more than the limit admitted it all.
+			if tried[s] > ruleLimit && got[s] < ruleLimit {
+				t.Errorf("split key %s: side %d admitted %d of %d calls, limit %d", k, s, got[s], tried[s], ruleLimit)
+			}
+		}
+		if f := ks.allowedFrom["store"] + ks.allowedFrom["fallback"]; f > 0 {
+			t.Errorf("split key %s: %d admissions from store/fallback: a side did not own it", k, f)
+		}
+	}
+	ru.l.mu.Unlock()
+	ru.r.note = fmt.Sprintf("the lone node is %s; keys first used while split: %d–%d (majority side) and %d–%d (minority side) admitted per key, limit %d per side",
+		c.procs[lone].name, least[0], worst[0], least[1], worst[1], ruleLimit)
+	return ru.finish([]int{lone}, c.others(), func(string) int { return keyBound(ruleLimit, 1, false, 1) }, false)
+}
+
+// 8. Churn: every period, SIGKILL a random node, wait until the others see
+// it gone, restart it. The first node is never killed: it is the witness
+// that the churn leaks nothing, and its keys must stay exact.
+func churn(t *testing.T, bin string, total time.Duration) row {
+	const period = 2 * time.Second
+	ru := begin(t, bin, 5)
+	c := ru.c
+	faults := map[string]int{}
+	end := time.Now().Add(total)
+	for next := time.Now(); next.Before(end); next = next.Add(period) {
+		time.Sleep(time.Until(next)) // the churn's period
+		v := 1 + pick(len(c.procs)-1)
+		faults[c.procs[v].name]++
+		c.kill(v)
+		ru.r.detect = max(ru.r.detect, c.waitView(c.others(v), c.without(v), 10*time.Second))
+		ru.r.recover = max(ru.r.recover, c.restart(v))
+	}
+	ru.recovered()
+	var victims, survivors []int
+	for i, p := range c.procs {
+		if faults[p.name] > 0 {
+			victims = append(victims, i)
+		} else {
+			survivors = append(survivors, i)
+		}
+	}
+	var kills []string
+	for _, p := range c.procs {
+		kills = append(kills, fmt.Sprintf("%s×%d", p.name, faults[p.name]))
+	}
+	ru.r.note = "kills: " + strings.Join(kills, " ")
+	return ru.finish(victims, survivors, func(k string) int {
+		return keyBound(ruleLimit, faults[ru.owner[k]], true, 1)
+	}, false)
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
