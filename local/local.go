@@ -16,6 +16,10 @@ type Config struct {
 	MaxKeys int
 	// Clock tells the time. If nil, the system clock.
 	Clock ringlimit.Clock
+	// TrackChanges records which keys admitted calls change, for Drain
+	// (node's write-behind). If false, Drain finds nothing and AllowN pays
+	// nothing for it.
+	TrackChanges bool
 }
 
 // Limiter decides on in-memory state. Keys are spread over shards, each a
@@ -52,6 +56,7 @@ func New(c Config) *Limiter {
 			per++
 		}
 		l.shards[i].init(int32(per))
+		l.shards[i].track = c.TrackChanges
 	}
 	return l
 }

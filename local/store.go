@@ -13,7 +13,7 @@ import (
 type entry struct {
 	key        string // "" when the slot is free
 	prev, next int32  // LRU list (head is the most recently used); next also links free slots
-	tag        uint64 // algorithm<<56 | window in ms: the rule the state was recorded under
+	tag        uint64 // algorithm<<56 | window in ms: the rule the state was recorded under; dirtyBit: changed since the last Drain
 	until      int64  // ms from which the state no longer matters (it decides as an empty one)
 	st         state
 }
@@ -37,6 +37,9 @@ type shard struct {
 	hand  int32 // sweep cursor
 
 	evicted, evictedLive, expired uint64
+
+	track        bool    // record changed slots for Drain
+	dirty, spare []int32 // slots changed since the last Drain (some may since have been freed or reused)
 
 	_ [64]byte // keep neighbouring shards' locks off this cache line
 }
@@ -160,7 +163,7 @@ func (s *shard) apply(key string, alg ringlimit.Algorithm, p params, now, n int6
 		// runs out, whether or not a sweep has dropped it yet. (Under the
 		// same rule it would decide as an empty state anyway; under a new
 		// Limit or Burst it must not linger.)
-		if e := s.at(i); e.tag == tag && e.until > now {
+		if e := s.at(i); e.tag&^dirtyBit == tag && e.until > now {
 			st = &e.st
 		}
 		s.touch(i)
@@ -175,6 +178,10 @@ func (s *shard) apply(key string, alg ringlimit.Algorithm, p params, now, n int6
 			e.st, e.tag = fresh, tag
 		}
 		e.until = until
+		if s.track && e.tag&dirtyBit == 0 {
+			e.tag |= dirtyBit
+			s.dirty = append(s.dirty, i)
+		}
 	}
 	return d
 }
