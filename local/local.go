@@ -75,15 +75,16 @@ func (l *Limiter) shard(key string) *shard {
 
 // AllowN consumes n hits on key if rule admits them now; n == 0 is a Peek.
 // Bad input returns an error wrapping a ringlimit sentinel and records
-// nothing.
+// nothing. A key given up with Give, or any key after Freeze, decides
+// nothing and returns ErrMoved.
 func (l *Limiter) AllowN(_ context.Context, key string, rule ringlimit.Rule, n int64) (ringlimit.Decision, error) {
 	if err := ringlimit.ValidateCall(key, rule, n); err != nil {
 		return ringlimit.Decision{}, err
 	}
 	if n == 0 {
-		return l.shard(key).apply(key, rule.Algorithm, paramsOf(rule), l.now(), 1, false), nil
+		return l.shard(key).apply(key, rule.Algorithm, paramsOf(rule), l.now(), 1, false)
 	}
-	return l.shard(key).apply(key, rule.Algorithm, paramsOf(rule), l.now(), n, true), nil
+	return l.shard(key).apply(key, rule.Algorithm, paramsOf(rule), l.now(), n, true)
 }
 
 // Peek reports whether one hit on key would be admitted now, and consumes

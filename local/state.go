@@ -1,8 +1,17 @@
 package local
 
 import (
+	"errors"
+
 	"github.com/ringlimit/ringlimit"
 )
+
+// ErrMoved is returned for a key whose state was given up (Give), or by a
+// frozen Limiter (Freeze): it decides nothing, the key is held elsewhere.
+var ErrMoved = errors.New("local: key moved")
+
+// movedTag is the tag of a tombstone that Give leaves: no algorithm has it.
+const movedTag = uint64(0xff) << 56
 
 // State is one key's state in a form other packages can carry: node hands it
 // to a key's next owner and writes it behind to the central store. The
@@ -66,7 +75,7 @@ func stateOf(s State) state {
 }
 
 // live reports whether e holds a state that still matters at now.
-func (e *entry) live(now int64) bool { return e.key != "" && e.until > now }
+func (e *entry) live(now int64) bool { return e.key != "" && e.until > now && e.tag != movedTag }
 
 // Export returns key's state, if it holds one that still matters.
 func (l *Limiter) Export(key string) (State, bool) {
@@ -104,6 +113,44 @@ func (l *Limiter) Take(key string) (State, bool) {
 	st, live := e.export(), e.live(now)
 	s.remove(i)
 	return st, live
+}
+
+// Give is Take, and it leaves a mark in the key's place until the instant
+// until (ms since the epoch): calls on the key return ErrMoved until then,
+// even calls that were already on their way (no call decides on the key
+// after its state left). Import replaces the mark; Reset removes it.
+func (l *Limiter) Give(key string, until int64) (State, bool) {
+	s, now := l.shard(key), l.now()
+	if ringlimit.ValidateKey(key) != nil {
+		return State{}, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i, ok := s.keys[key]
+	var st State
+	live := false
+	if ok {
+		e := s.at(i)
+		st, live = e.export(), e.live(now)
+	} else {
+		i = s.insert(key, now)
+	}
+	e := s.at(i)
+	e.tag, e.until, e.st = movedTag, until, state{}
+	return st, live
+}
+
+// Freeze makes every call return ErrMoved from now on: the node that holds
+// the Limiter is leaving and hands its keys off. A call that had already
+// started has finished when Freeze returns, so a Range after it sees every
+// state.
+func (l *Limiter) Freeze() {
+	for i := range l.shards {
+		s := &l.shards[i]
+		s.mu.Lock()
+		s.frozen = true
+		s.mu.Unlock()
+	}
 }
 
 // Import installs st as key's state if the key holds none that still

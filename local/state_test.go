@@ -1,6 +1,7 @@
 package local_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -114,5 +115,49 @@ func TestTrackChangesAllocatesNothing(t *testing.T) {
 		l.Drain(func(string, local.State) {})
 	}); a != 0 {
 		t.Fatalf("%v allocs per AllowN+Drain", a)
+	}
+}
+
+// A key given up answers ErrMoved until its mark expires or a state is
+// imported; a frozen limiter answers ErrMoved for every key.
+func TestGiveAndFreeze(t *testing.T) {
+	clk := testclock.New(t0)
+	l := local.New(local.Config{Clock: clk})
+	rule := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: 5, Window: time.Hour}
+	l.AllowN(ctx, "k", rule, 2)
+	s, ok := l.Give("k", clk.Now().UnixMilli()+1000)
+	if !ok || s.B != 2 {
+		t.Fatalf("Give: %+v %v", s, ok)
+	}
+	if _, err := l.AllowN(ctx, "k", rule, 1); !errors.Is(err, local.ErrMoved) {
+		t.Fatalf("after Give: %v, want ErrMoved", err)
+	}
+	if _, ok := l.Give("never", clk.Now().UnixMilli()+1000); ok {
+		t.Fatal("Give of an absent key returned a state")
+	}
+	if _, err := l.Peek(ctx, "never", rule); !errors.Is(err, local.ErrMoved) {
+		t.Fatalf("after Give of an absent key: %v, want ErrMoved", err)
+	}
+	if l.Has("k") {
+		t.Fatal("a mark counts as a state")
+	}
+	if !l.Import("k", s) {
+		t.Fatal("Import did not replace the mark")
+	}
+	if d, err := l.AllowN(ctx, "k", rule, 1); err != nil || d.Remaining != 2 {
+		t.Fatalf("after Import: %+v %v", d, err)
+	}
+	clk.Advance(2 * time.Second)
+	if d, err := l.AllowN(ctx, "never", rule, 1); err != nil || !d.Allowed {
+		t.Fatalf("after the mark expired: %+v %v", d, err)
+	}
+	l.Freeze()
+	if _, err := l.AllowN(ctx, "other", rule, 1); !errors.Is(err, local.ErrMoved) {
+		t.Fatalf("frozen: %v", err)
+	}
+	n := 0
+	l.Range(func(string, local.State) bool { n++; return true })
+	if n != 2 {
+		t.Fatalf("Range after Freeze saw %d keys, want 2", n)
 	}
 }
