@@ -140,6 +140,16 @@ func (l *Limiter) Give(key string, until int64) (State, bool) {
 	return st, live
 }
 
+// Unmark removes the mark Give left on key, if it is still there.
+func (l *Limiter) Unmark(key string) {
+	s := l.shard(key)
+	s.mu.Lock()
+	if i, ok := s.keys[key]; ok && s.at(i).tag == movedTag {
+		s.remove(i)
+	}
+	s.mu.Unlock()
+}
+
 // Freeze makes every call return ErrMoved from now on: the node that holds
 // the Limiter is leaving and hands its keys off. A call that had already
 // started has finished when Freeze returns, so a Range after it sees every

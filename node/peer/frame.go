@@ -35,7 +35,7 @@ const (
 	typeReset     = 2 // body: key
 	typeResult    = 3 // body: result
 	typeAllowFrom = 4 // body: from length u8 | from | request
-	typeTake      = 5 // body: key
+	typeTake      = 5 // body: from length u8 | from | key
 	typeStates    = 6 // body: count u32 | (key length u16 | key | value length u32 | value)…
 	lastType      = typeStates
 )
@@ -46,7 +46,7 @@ type Op uint8
 const (
 	OpAllow  Op = iota // AllowN (N == 0: Peek)
 	OpReset            // Reset
-	OpTake             // hand-off pull: the receiver gives up Key's state (Result.State) and forwards Key's calls to the sender from then on
+	OpTake             // hand-off pull: the receiver gives up Key's state (Result.State) and redirects Key's calls to From, the sender, from then on
 	OpStates           // hand-off push: the receiver installs States (a key that already holds a live state keeps it)
 )
 
@@ -145,12 +145,14 @@ const allowFixed = 1 + 4*8
 
 func appendRequest(b []byte, id uint64, r *Request) []byte {
 	switch r.Op {
-	case OpReset, OpTake:
-		typ := byte(typeReset)
-		if r.Op == OpTake {
-			typ = typeTake
-		}
-		b = appendHeader(b, typ, id, len(r.Key))
+	case OpReset:
+		b = appendHeader(b, typeReset, id, len(r.Key))
+		return append(b, r.Key...)
+	case OpTake:
+		from := r.From[:min(len(r.From), 255)]
+		b = appendHeader(b, typeTake, id, 1+len(from)+len(r.Key))
+		b = append(b, byte(len(from)))
+		b = append(b, from...)
 		return append(b, r.Key...)
 	case OpStates:
 		n := 4
@@ -190,7 +192,10 @@ func parseRequest(typ byte, body []byte) (Request, error) {
 	case typeReset:
 		return Request{Op: OpReset, Key: string(body)}, nil
 	case typeTake:
-		return Request{Op: OpTake, Key: string(body)}, nil
+		if len(body) < 1 || len(body) < 1+int(body[0]) {
+			return Request{}, fmt.Errorf("%w: take of %d bytes", ErrMalformed, len(body))
+		}
+		return Request{Op: OpTake, From: string(body[1 : 1+body[0]]), Key: string(body[1+body[0]:])}, nil
 	case typeStates:
 		return parseStates(body)
 	case typeAllowFrom:

@@ -309,7 +309,7 @@ func TestFrameRoundTrip(t *testing.T) {
 	}
 	for _, req := range []Request{
 		{Op: OpAllow, Key: "user:42", Rule: req.Rule, N: 2, From: "n3"},
-		{Op: OpTake, Key: "user:42"},
+		{Op: OpTake, Key: "user:42", From: "n2"},
 		{Op: OpStates, States: []Item{{"a", []byte{1, 2, 3}}, {"bb", []byte{}}, {"c", []byte("state")}}},
 		{Op: OpStates, States: []Item{}},
 	} {

@@ -1,0 +1,256 @@
+package node_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ringlimit/ringlimit"
+	"github.com/ringlimit/ringlimit/internal/testclock"
+	"github.com/ringlimit/ringlimit/internal/valkeytest"
+	"github.com/ringlimit/ringlimit/node"
+	"github.com/ringlimit/ringlimit/node/nodetest"
+)
+
+// load sends hits for its keys to the nodes in its pool from many
+// goroutines until finish, and counts what each key admitted.
+type load struct {
+	t     *testing.T
+	keys  []string
+	rules []ringlimit.Rule // by key
+
+	mu    sync.RWMutex // held for reading by each call, for writing to change the pool
+	nodes []*node.Node
+
+	admitted, sent []atomic.Int64 // by key
+	sources        [4]atomic.Int64
+	errs           atomic.Int64
+	stop           chan struct{}
+	wg             sync.WaitGroup
+}
+
+func startLoad(t *testing.T, nodes []*node.Node, keys []string, rules []ringlimit.Rule, workers int) *load {
+	l := &load{t: t, keys: keys, rules: rules, nodes: slices.Clone(nodes),
+		admitted: make([]atomic.Int64, len(keys)), sent: make([]atomic.Int64, len(keys)), stop: make(chan struct{})}
+	for g := range workers {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			r := rand.New(rand.NewPCG(uint64(g), 11))
+			for {
+				select {
+				case <-l.stop:
+					return
+				default:
+				}
+				k := r.IntN(len(keys))
+				l.mu.RLock()
+				nd := l.nodes[r.IntN(len(l.nodes))]
+				d, err := nd.Allow(ctx, keys[k], rules[k])
+				l.mu.RUnlock()
+				l.sent[k].Add(1)
+				if err != nil {
+					if l.errs.Add(1) <= 5 {
+						t.Errorf("%s: %s: %v", nd.Name(), keys[k], err)
+					}
+					continue
+				}
+				l.sources[d.Source].Add(1)
+				if d.Allowed {
+					l.admitted[k].Add(1)
+				}
+			}
+		}()
+	}
+	return l
+}
+
+// without takes nd out of the pool: no call is on it when it returns.
+func (l *load) without(nd *node.Node) {
+	l.mu.Lock()
+	l.nodes = slices.DeleteFunc(l.nodes, func(x *node.Node) bool { return x == nd })
+	l.mu.Unlock()
+}
+
+func (l *load) with(nd *node.Node) {
+	l.mu.Lock()
+	l.nodes = append(l.nodes, nd)
+	l.mu.Unlock()
+}
+
+func (l *load) totalSent() int64 {
+	var s int64
+	for i := range l.sent {
+		s += l.sent[i].Load()
+	}
+	return s
+}
+
+func (l *load) totalAdmitted() int64 {
+	var s int64
+	for i := range l.admitted {
+		s += l.admitted[i].Load()
+	}
+	return s
+}
+
+// moreCalls waits until n more calls were made.
+func (l *load) moreCalls(n int64) {
+	l.t.Helper()
+	from := l.totalSent()
+	waitFor(l.t, 20*time.Second, fmt.Sprintf("%d more calls", n), func() bool { return l.totalSent() >= from+n })
+}
+
+func (l *load) finish() {
+	close(l.stop)
+	l.wg.Wait()
+}
+
+// check fails the test for any key admitted beyond its limit and for any
+// caller error, and returns the total admitted and the total limit.
+func (l *load) check() (admitted, limit int64) {
+	l.t.Helper()
+	over := 0
+	for k := range l.keys {
+		got, lim := l.admitted[k].Load(), l.rules[k].Limit
+		admitted += got
+		limit += lim
+		if got > lim {
+			if over++; over <= 10 {
+				l.t.Errorf("%s (%s): %d admitted, limit %d", l.keys[k], l.rules[k].Algorithm, got, lim)
+			}
+		}
+	}
+	if over > 0 {
+		l.t.Errorf("%d of %d keys over-admitted", over, len(l.keys))
+	}
+	if n := l.errs.Load(); n != 0 {
+		l.t.Errorf("%d caller errors", n)
+	}
+	return admitted, limit
+}
+
+// handoffKeys are keys of every algorithm, a Limit of limit per hour each.
+func handoffKeys(perAlg int, limit int64) ([]string, []ringlimit.Rule) {
+	var keys []string
+	var rules []ringlimit.Rule
+	for _, alg := range allAlgorithms {
+		for i := range perAlg {
+			keys = append(keys, fmt.Sprintf("%s:%d", alg, i))
+			rules = append(rules, ringlimit.Rule{Algorithm: alg, Limit: limit, Window: time.Hour})
+		}
+	}
+	return keys, rules
+}
+
+func logHandoffStats(t *testing.T, nodes []*node.Node) {
+	for _, nd := range nodes {
+		s := nd.Stats()
+		t.Logf("%s: handed off %d, received %d, pulls %d, redirects %d, hand-off failures %d, writes %d, loads %d",
+			nd.Name(), s.HandedOff, s.Received, s.Pulls, s.Redirects, s.HandoffFailures, s.Writes, s.Loads)
+	}
+}
+
+// Every node of a 4-node cluster is restarted in turn (Close, then a new
+// node of the same name joins) while 16 goroutines send hits for 150 keys of
+// every algorithm to the live nodes. The clock is frozen, so a key admits
+// its Limit once in all: a key whose state were lost at a restart would
+// admit it again. No key is admitted beyond its limit and no caller sees an
+// error, with no store, and with the store down (the hand-off does not need
+// it).
+func TestRollingRestartUnderLoad(t *testing.T) {
+	for _, storeDown := range []bool{false, true} {
+		t.Run(fmt.Sprintf("storeDown=%v", storeDown), func(t *testing.T) {
+			clk := testclock.New(time.Now())
+			var addr string
+			if storeDown {
+				srv := valkeytest.Start(t)
+				srv.Kill()
+				addr = srv.Addr()
+			}
+			c := nodetest.Start(t, 4, func(cfg *node.Config) {
+				cfg.Clock = clk
+				cfg.ForwardTimeout = 5 * time.Second // two cores under -race
+				if addr != "" {
+					cfg.ValkeyAddrs = []string{addr}
+				}
+			})
+			const limit = 100
+			keys, rules := handoffKeys(30, limit)
+			l := startLoad(t, c.Nodes, keys, rules, 16)
+			waitFor(t, 20*time.Second, "a third of the capacity used", func() bool {
+				return l.totalAdmitted() >= int64(len(keys))*limit/3
+			})
+			for i := range c.Nodes {
+				l.without(c.Nodes[i])
+				nd := c.Restart(t, i)
+				l.with(nd)
+				l.moreCalls(2000)
+			}
+			waitFor(t, 20*time.Second, "every key sent more than its limit", func() bool {
+				for k := range keys {
+					if l.sent[k].Load() <= limit+20 {
+						return false
+					}
+				}
+				return true
+			})
+			l.finish()
+			admitted, total := l.check()
+			t.Logf("admitted %d of a total limit %d over %d calls (local %d, peer %d, store %d, fallback %d)",
+				admitted, total, l.totalSent(), l.sources[0].Load(), l.sources[1].Load(), l.sources[2].Load(), l.sources[3].Load())
+			logHandoffStats(t, c.Nodes)
+			var received uint64
+			for _, nd := range c.Nodes {
+				received += nd.Stats().Received
+			}
+			if received == 0 {
+				t.Error("no node received a state: the test did not exercise the hand-off")
+			}
+		})
+	}
+}
+
+// A fourth node joins a 3-node cluster under load: the keys that move to
+// it keep their state; none is admitted beyond its limit.
+func TestScaleOutUnderLoad(t *testing.T) {
+	clk := testclock.New(time.Now())
+	c := nodetest.Start(t, 3, func(cfg *node.Config) {
+		cfg.Clock = clk
+		cfg.ForwardTimeout = 5 * time.Second
+	})
+	const limit = 100
+	keys, rules := handoffKeys(30, limit)
+	l := startLoad(t, c.Nodes, keys, rules, 16)
+	waitFor(t, 20*time.Second, "half the capacity used", func() bool {
+		return l.totalAdmitted() >= int64(len(keys))*limit/2
+	})
+	nd := c.Add(t)
+	l.with(nd)
+	waitFor(t, 20*time.Second, "every key sent more than its limit", func() bool {
+		for k := range keys {
+			if l.sent[k].Load() <= limit+20 {
+				return false
+			}
+		}
+		return true
+	})
+	l.moreCalls(2000)
+	l.finish()
+	admitted, total := l.check()
+	t.Logf("admitted %d of a total limit %d over %d calls", admitted, total, l.totalSent())
+	logHandoffStats(t, c.Nodes)
+	moved := 0
+	for _, k := range keys {
+		if nd.Owner(k) == nd.Name() {
+			moved++
+		}
+	}
+	if s := nd.Stats(); moved == 0 || s.Received == 0 {
+		t.Errorf("%d keys moved to the new node, it received %d states: the test did not exercise the hand-off", moved, s.Received)
+	}
+}
