@@ -143,7 +143,12 @@ func (n *Node) movedTarget(key string) string {
 	m, ok := n.moved[key]
 	n.movedMu.Unlock()
 	if ok && time.Now().Before(m.until) {
-		return m.to
+		if n.members.Ring().Contains(m.to) {
+			return m.to
+		}
+		// Given to a member that has left since: what it held was pushed
+		// back or written behind; the key is this node's again.
+		n.forgetDeparted()
 	}
 	if n.mode.Load()&modeLeaving != 0 {
 		if lr := n.leaveRing.Load(); lr != nil {
@@ -171,10 +176,11 @@ func (n *Node) takeBack(key, from string) {
 	}
 }
 
-// awaitPeer waits, at most the pull timeout, for the member named name to
-// appear in this node's membership, and returns its connection.
+// awaitPeer waits, at most the pull timeout or a second, for the member
+// named name to appear in this node's membership (a peer that already
+// knows it redirected a call to it), and returns its connection.
 func (n *Node) awaitPeer(ctx context.Context, name string) *peerConn {
-	deadline := time.Now().Add(n.pullTimeout())
+	deadline := time.Now().Add(min(n.pullTimeout(), time.Second))
 	t := time.NewTicker(2 * time.Millisecond)
 	defer t.Stop()
 	for time.Now().Before(deadline) {
@@ -198,11 +204,17 @@ type movedTo struct {
 }
 
 // stateSource is the member that may hold key's state when this node owns
-// it but holds none: the owner in the ring without this node while this
-// node is new, else the owner in the previous ring. "" if that is this node.
+// it but holds none, "" if none may: the owner in the previous ring if it
+// has left the ring (crashed or left; the store has what it wrote behind);
+// else, while this node is new, the owner in the ring without this node
+// (the one this node took the key from); else the owner in the previous
+// ring.
 func (n *Node) stateSource(key string) string {
+	prev, cur := n.prevRing.Load(), n.lastRing.Load()
 	var src string
-	if time.Since(n.started) < n.cfg.HandoffWindow {
+	if o := prev.Owner(key); o != "" && o != n.name && !cur.Contains(o) {
+		src = o
+	} else if time.Since(n.started) < n.cfg.HandoffWindow {
 		if n.minusMe.Load().Len() == 0 && len(n.cfg.Join) > 0 {
 			// A peer saw this node join before this node saw its ring.
 			t := time.NewTimer(n.pullTimeout())
@@ -214,7 +226,7 @@ func (n *Node) stateSource(key string) string {
 			t.Stop()
 		}
 		src = n.minusMe.Load().Owner(key)
-	} else if prev := n.prevRing.Load(); prev != nil {
+	} else {
 		src = prev.Owner(key)
 	}
 	if src == n.name {
@@ -277,7 +289,7 @@ func (n *Node) ensureState(ctx context.Context, key, from string) {
 	n.load(ctx, key)
 }
 
-func (n *Node) pullTimeout() time.Duration { return max(10*n.cfg.ForwardTimeout, 500*time.Millisecond) }
+func (n *Node) pullTimeout() time.Duration { return max(2*n.cfg.ForwardTimeout, 500*time.Millisecond) }
 
 // install imports a state received from a peer.
 func (n *Node) install(key string, v []byte) {

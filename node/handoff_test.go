@@ -33,7 +33,9 @@ type load struct {
 	wg             sync.WaitGroup
 }
 
-func startLoad(t *testing.T, nodes []*node.Node, keys []string, rules []ringlimit.Rule, workers int) *load {
+// startLoad starts workers goroutines; each waits pace between calls if
+// pace is not zero.
+func startLoad(t *testing.T, nodes []*node.Node, keys []string, rules []ringlimit.Rule, workers int, pace ...time.Duration) *load {
 	l := &load{t: t, keys: keys, rules: rules, nodes: slices.Clone(nodes),
 		admitted: make([]atomic.Int64, len(keys)), sent: make([]atomic.Int64, len(keys)), stop: make(chan struct{})}
 	for g := range workers {
@@ -41,11 +43,24 @@ func startLoad(t *testing.T, nodes []*node.Node, keys []string, rules []ringlimi
 		go func() {
 			defer l.wg.Done()
 			r := rand.New(rand.NewPCG(uint64(g), 11))
+			var tick <-chan time.Time
+			if len(pace) > 0 {
+				tk := time.NewTicker(pace[0])
+				defer tk.Stop()
+				tick = tk.C
+			}
 			for {
 				select {
 				case <-l.stop:
 					return
 				default:
+				}
+				if tick != nil {
+					select {
+					case <-l.stop:
+						return
+					case <-tick:
+					}
 				}
 				k := r.IntN(len(keys))
 				l.mu.RLock()
@@ -252,5 +267,78 @@ func TestScaleOutUnderLoad(t *testing.T) {
 	}
 	if s := nd.Stats(); moved == 0 || s.Received == 0 {
 		t.Errorf("%d keys moved to the new node, it received %d states: the test did not exercise the hand-off", moved, s.Received)
+	}
+}
+
+// An owner crashes under load with the store up. Its keys' states were
+// written behind every 100 ms, so the peers that fall back to the store, and
+// then the keys' new owners (which load the states once), continue from
+// them: a key is over-admitted by at most the hits of about one
+// write-behind interval, instead of by everything the dead owner admitted.
+func TestOwnerCrashWriteBehindBoundsLoss(t *testing.T) {
+	srv := valkeytest.Start(t)
+	const interval = 100 * time.Millisecond
+	c := nodetest.Start(t, 3, func(cfg *node.Config) {
+		cfg.ValkeyAddrs = []string{srv.Addr()}
+		cfg.WriteBehind = interval
+		cfg.ForwardTimeout = time.Second
+		cfg.StoreTimeout = time.Second
+	})
+	victim, a, b := c.Nodes[0], c.Nodes[1], c.Nodes[2]
+	const limit = 1000
+	keys := keysOwnedBy(a, victim.Name(), 10)
+	rules := make([]ringlimit.Rule, len(keys))
+	for i := range rules {
+		rules[i] = ringlimit.Rule{Algorithm: ringlimit.SlidingLog, Limit: limit, Window: time.Hour}
+	}
+	start := time.Now()
+	l := startLoad(t, []*node.Node{a, b}, keys, rules, 8, time.Millisecond)
+	waitFor(t, 10*time.Second, "the owner writing behind", func() bool { return victim.Stats().Writes > 0 })
+	waitFor(t, 20*time.Second, "a quarter of the capacity used", func() bool {
+		return l.totalAdmitted() >= int64(len(keys))*limit/4
+	})
+	// The rate per key per write-behind interval, just before the crash.
+	a0, t0 := l.totalAdmitted(), time.Now()
+	waitFor(t, 20*time.Second, "half the capacity used", func() bool {
+		return l.totalAdmitted() >= int64(len(keys))*limit/2
+	})
+	perInterval := float64(l.totalAdmitted()-a0) / float64(len(keys)) / (float64(time.Since(t0)) / float64(interval))
+	beforeCrash := l.totalAdmitted()
+	node.Crash(victim)
+	crashed := time.Now()
+	c.WaitMembers(t, 10*time.Second, a, b)
+	t.Logf("crash after %s; the ring dropped the dead owner %s later", crashed.Sub(start), time.Since(crashed))
+	waitFor(t, 30*time.Second, "every key sent well over its limit", func() bool {
+		for k := range keys {
+			if l.sent[k].Load() <= 2*limit {
+				return false
+			}
+		}
+		return true
+	})
+	l.finish()
+	var worst int64
+	for k := range keys {
+		worst = max(worst, l.admitted[k].Load()-limit)
+	}
+	t.Logf("hits per key per %s before the crash: %.0f; admitted before the crash %d per key; worst over-admission %d per key (limit %d); sources local %d peer %d store %d fallback %d",
+		interval, perInterval, beforeCrash/int64(len(keys)), worst, limit,
+		l.sources[0].Load(), l.sources[1].Load(), l.sources[2].Load(), l.sources[3].Load())
+	logHandoffStats(t, []*node.Node{a, b})
+	if n := l.errs.Load(); n != 0 {
+		t.Errorf("%d caller errors", n)
+	}
+	// The dead owner's last interval (and the write in flight) is lost;
+	// allow two intervals' worth and some scheduling slack, far below what
+	// it had admitted (half the limit).
+	if bound := int64(2*perInterval) + 10; worst > bound {
+		t.Errorf("over-admitted by up to %d per key, more than two write-behind intervals' worth (%d)", worst, bound)
+	}
+	var loads uint64
+	for _, nd := range []*node.Node{a, b} {
+		loads += nd.Stats().Loads
+	}
+	if loads == 0 {
+		t.Error("no new owner loaded a state from the store")
 	}
 }
