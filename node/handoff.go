@@ -126,7 +126,8 @@ func (n *Node) ringChanged(r *ring.Ring) {
 // markMoved records that key's calls go to to, for the hand-off window.
 func (n *Node) markMoved(key, to string) {
 	n.movedMu.Lock()
-	n.moved[key] = movedTo{to: to, until: time.Now().Add(n.cfg.HandoffWindow)}
+	addr, _ := n.members.RPCAddr(to)
+	n.moved[key] = movedTo{to: to, addr: addr, until: time.Now().Add(n.cfg.HandoffWindow)}
 	n.movedMu.Unlock()
 }
 
@@ -143,7 +144,7 @@ func (n *Node) movedTarget(key string) string {
 	m, ok := n.moved[key]
 	n.movedMu.Unlock()
 	if ok && time.Now().Before(m.until) {
-		if n.members.Ring().Contains(m.to) {
+		if n.current(m) {
 			return m.to
 		}
 		// Given to a member that has left since: what it held was pushed
@@ -176,6 +177,22 @@ func (n *Node) takeBack(key, from string) {
 	}
 }
 
+// reclaim removes key's moved mark from the local store if no mark points
+// anywhere any more (it was dropped: its member left), and reports whether
+// it did: the key is this node's again.
+func (n *Node) reclaim(key string) bool {
+	n.handoffMu.Lock()
+	defer n.handoffMu.Unlock()
+	n.movedMu.Lock()
+	_, marked := n.moved[key]
+	n.movedMu.Unlock()
+	if marked || n.mode.Load()&modeLeaving != 0 {
+		return false
+	}
+	n.local.Unmark(key)
+	return true
+}
+
 // awaitPeer waits, at most the pull timeout or a second, for the member
 // named name to appear in this node's membership (a peer that already
 // knows it redirected a call to it), and returns its connection.
@@ -198,23 +215,35 @@ func (n *Node) awaitPeer(ctx context.Context, name string) *peerConn {
 	return nil
 }
 
+// current reports whether the member a mark points at is still the one it
+// was given to: in the ring, at the same address (a member that left and
+// came back under the same name is another incarnation, holding nothing).
+func (n *Node) current(m movedTo) bool {
+	if !n.members.Ring().Contains(m.to) {
+		return false
+	}
+	addr, ok := n.members.RPCAddr(m.to)
+	return m.addr == "" || ok && addr == m.addr
+}
+
 type movedTo struct {
 	to    string
+	addr  string // its RPC address when the mark was made; "" if it was not known yet
 	until time.Time
 }
 
 // stateSource is the member that may hold key's state when this node owns
-// it but holds none, "" if none may: the owner in the previous ring if it
-// has left the ring (crashed or left; the store has what it wrote behind);
-// else, while this node is new, the owner in the ring without this node
-// (the one this node took the key from); else the owner in the previous
-// ring.
-func (n *Node) stateSource(key string) string {
+// it but holds none, "" if none may: while this node is new, the owner in
+// the ring without this node (the one this node took the key from); else
+// the owner in the previous ring. departed is the owner in the previous
+// ring if it has left the ring since (crashed, or left): whatever it did
+// not hand off is in the store, if it wrote it behind.
+func (n *Node) stateSource(key string) (src, departed string) {
 	prev, cur := n.prevRing.Load(), n.lastRing.Load()
-	var src string
 	if o := prev.Owner(key); o != "" && o != n.name && !cur.Contains(o) {
-		src = o
-	} else if time.Since(n.started) < n.cfg.HandoffWindow {
+		departed = o
+	}
+	if time.Since(n.started) < n.cfg.HandoffWindow {
 		if n.minusMe.Load().Len() == 0 && len(n.cfg.Join) > 0 {
 			// A peer saw this node join before this node saw its ring.
 			t := time.NewTimer(n.pullTimeout())
@@ -230,9 +259,9 @@ func (n *Node) stateSource(key string) string {
 		src = prev.Owner(key)
 	}
 	if src == n.name {
-		return ""
+		src = ""
 	}
-	return src
+	return src, departed
 }
 
 // ensureState makes sure this node holds key's state before it decides the
@@ -244,11 +273,11 @@ func (n *Node) ensureState(ctx context.Context, key, from string) {
 	if n.local.Has(key) {
 		return
 	}
-	src := from
+	src, departed := from, ""
 	if src == "" {
-		src = n.stateSource(key)
+		src, departed = n.stateSource(key)
 	}
-	if src == "" || src == n.name {
+	if (src == "" || src == n.name) && departed == "" {
 		return
 	}
 	n.pullMu.Lock()
@@ -272,14 +301,19 @@ func (n *Node) ensureState(ctx context.Context, key, from string) {
 	if n.local.Has(key) {
 		return
 	}
-	if pc := n.peers.get(src); pc != nil {
+	if pc := n.peers.get(src); pc != nil && src != n.name {
 		res, err := pc.bulk.DoTimeout(ctx, &peer.Request{Op: peer.OpTake, Key: key, From: n.name}, n.pullTimeout())
 		if err == nil && res.Err == nil {
 			n.stats.pulls.Add(1)
 			if res.State != nil {
 				n.install(key, res.State)
+				return
 			}
-			return
+			if departed == "" {
+				return
+			}
+			// The previous owner is gone and the member asked had
+			// nothing: the store has what the previous owner wrote.
 		}
 		if ctx.Err() != nil {
 			return
@@ -370,7 +404,7 @@ func (n *Node) forgetDeparted() {
 	n.movedMu.Lock()
 	var gone []string
 	for k, m := range n.moved {
-		if !r.Contains(m.to) {
+		if !r.Contains(m.to) || !n.current(m) {
 			gone = append(gone, k)
 			delete(n.moved, k)
 		}

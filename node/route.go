@@ -86,6 +86,10 @@ func (n *Node) decideHere(ctx context.Context, req *peer.Request, hops int) (rin
 	d, err := n.local.AllowN(ctx, req.Key, req.Rule, req.N)
 	if errors.Is(err, local.ErrMoved) {
 		to := n.movedTarget(req.Key)
+		if to == "" && hops < maxRedirects && n.reclaim(req.Key) {
+			n.ensureState(ctx, req.Key, "")
+			return n.decideHere(ctx, req, hops+1)
+		}
 		if to == "" || to == n.name || hops >= maxRedirects {
 			return n.fromStore(ctx, req)
 		}
@@ -230,7 +234,16 @@ func (h ownerHandler) Serve(ctx context.Context, r *peer.Request) peer.Result {
 	}
 	d, err := n.local.AllowN(ctx, r.Key, r.Rule, r.N)
 	if errors.Is(err, local.ErrMoved) {
-		if to := n.movedTarget(r.Key); to != "" && to != n.name {
+		to := n.movedTarget(r.Key)
+		if to == "" && n.reclaim(r.Key) {
+			n.ensureState(ctx, r.Key, r.From)
+			d, err = n.local.AllowN(ctx, r.Key, r.Rule, r.N)
+			to = n.movedTarget(r.Key)
+		}
+		if err == nil {
+			return peer.Result{Decision: d}
+		}
+		if to != "" && to != n.name {
 			return peer.Result{MovedTo: to}
 		}
 		return peer.Result{Err: ringlimit.ErrClosed} // nobody to send it to: the caller falls back to the store
