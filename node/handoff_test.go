@@ -342,3 +342,39 @@ func TestOwnerCrashWriteBehindBoundsLoss(t *testing.T) {
 		t.Error("no new owner loaded a state from the store")
 	}
 }
+
+// With the store down, the write-behind keeps at most WriteBehindQueue
+// states and counts the ones it drops; decisions go on, locally, without
+// an error and without allocating.
+func TestWriteBehindStoreDownDropsOldest(t *testing.T) {
+	srv := valkeytest.Start(t)
+	srv.Kill()
+	c := nodetest.Start(t, 1, func(cfg *node.Config) {
+		cfg.ValkeyAddrs = []string{srv.Addr()}
+		cfg.WriteBehind = 10 * time.Millisecond
+		cfg.WriteBehindQueue = 100
+		cfg.HandoffWindow = 10 * time.Millisecond
+	})
+	a := c.Nodes[0]
+	waitFor(t, 5*time.Second, "the end of the hand-off window", func() bool { return !a.Stats().Changing })
+	rule := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: 10, Window: time.Hour}
+	for i := range 1000 {
+		d, err := a.Allow(ctx, fmt.Sprint("down", i), rule)
+		if err != nil || !d.Allowed || d.Source != ringlimit.Local {
+			t.Fatalf("call %d: %+v, %v", i, d, err)
+		}
+	}
+	waitFor(t, 5*time.Second, "900 drops", func() bool { return a.Stats().WriteDrops >= 900 })
+	s := a.Stats()
+	if s.Writes != 0 || s.WriteFailures == 0 || s.WriteDrops != 900 {
+		t.Fatalf("writes %d, failures %d, drops %d; want 0, some, 900", s.Writes, s.WriteFailures, s.WriteDrops)
+	}
+	hot := ringlimit.Rule{Limit: 1_000_000, Window: time.Hour}
+	a.Allow(ctx, "hot", hot)
+	if allocs := testing.AllocsPerRun(1000, func() { a.Allow(ctx, "hot", hot) }); allocs != 0 {
+		t.Fatalf("%v allocs per owned-key decision with write-behind on", allocs)
+	}
+	// The store comes back: the queue drains.
+	srv.Restart()
+	waitFor(t, 10*time.Second, "the queued states written", func() bool { return a.Stats().Writes >= 100 })
+}

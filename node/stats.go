@@ -62,6 +62,11 @@ type Stats struct {
 	// counts states looked up in the store on ownership gain, LoadFailures
 	// the lookups the store did not answer.
 	Writes, WriteFailures, WriteDrops, Loads, LoadFailures uint64
+
+	// Changing is true while the node leaves, or within HandoffWindow of a
+	// ring change (its owned keys then take a slower path that makes sure
+	// their state is here before deciding).
+	Changing bool
 }
 
 // Stats returns the node's counters.
@@ -83,6 +88,7 @@ func (n *Node) Stats() Stats {
 		WriteDrops:      n.stats.drops.Load(),
 		Loads:           n.stats.loads.Load(),
 		LoadFailures:    n.stats.loadFailures.Load(),
+		Changing:        n.mode.Load() != 0,
 	}
 	for i := range s.Decisions {
 		s.Decisions[i] = n.stats.decisions[i].Load()
