@@ -440,6 +440,14 @@ func (n *Node) pushMoved() {
 				n.markMoved(key, owner)
 				return n.local.Give(key, until)
 			}, func(key string, st local.State, ok bool) {
+				if n.members.Ring().Contains(owner) {
+					// It may hold the state: keep redirecting to it, and
+					// keep a copy in the store for it to load.
+					if ok && n.states != nil {
+						n.lost(key, st)
+					}
+					return
+				}
 				if ok {
 					n.local.Import(key, st) // replaces the mark
 				}
@@ -481,17 +489,41 @@ func (n *Node) pushBatch(pc *peerConn, keys []string, take func(string) (local.S
 	if len(items) == 0 {
 		return keys
 	}
-	res, err := pc.bulk.DoTimeout(context.Background(), &peer.Request{Op: peer.OpStates, States: items}, n.pushTimeout())
-	if err == nil && res.Err == nil {
-		n.stats.handedOff.Add(uint64(len(items)))
-		return keys
+	// A push whose answer was lost may have been installed: never put the
+	// states back while the target may hold them (two holders would both
+	// admit). Installing is idempotent (a key that holds a state keeps
+	// it), so try again, on a fresh connection if the old one was dropped.
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		if attempt > 0 {
+			if pc = n.peers.get(pc.name); pc == nil {
+				break
+			}
+		}
+		var res peer.Result
+		res, err = pc.bulk.DoTimeout(context.Background(), &peer.Request{Op: peer.OpStates, States: items}, n.pushTimeout())
+		if err == nil && res.Err == nil {
+			n.stats.handedOff.Add(uint64(len(items)))
+			return keys
+		}
+		err = errors.Join(err, res.Err)
 	}
-	n.cfg.Logger.Warn("node: hand-off push failed", "node", n.name, "to", pc.name, "keys", len(items), "err", errors.Join(err, res.Err))
+	n.cfg.Logger.Warn("node: hand-off push failed", "node", n.name, "to", pc.name, "keys", len(items), "err", err)
 	n.stats.handoffFailures.Add(uint64(len(items)))
 	for _, t := range done {
 		undo(t.key, t.st, t.ok)
 	}
 	return keys
+}
+
+// lost writes a state that could not be handed off to the store.
+func (n *Node) lost(key string, st local.State) {
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.StoreTimeout)
+	defer cancel()
+	ks := remote.KeyState{Key: key, State: toRemote(st), TTL: time.Duration(st.Until-n.nowMs()) * time.Millisecond}
+	if n.states.WriteStates(ctx, []remote.KeyState{ks}) == nil {
+		n.stats.writes.Add(1)
+	}
 }
 
 func (n *Node) pushTimeout() time.Duration { return max(40*n.cfg.ForwardTimeout, 2*time.Second) }
