@@ -126,7 +126,10 @@ func (n *Node) ringChanged(r *ring.Ring) {
 // markMoved records that key's calls go to to, for the hand-off window.
 func (n *Node) markMoved(key, to string) {
 	n.movedMu.Lock()
-	addr, _ := n.members.RPCAddr(to)
+	var addr string
+	if n.members.Ring().Contains(to) {
+		addr, _ = n.members.RPCAddr(to)
+	}
 	n.moved[key] = movedTo{to: to, addr: addr, until: time.Now().Add(n.cfg.HandoffWindow)}
 	n.movedMu.Unlock()
 }
@@ -219,16 +222,22 @@ func (n *Node) awaitPeer(ctx context.Context, name string) *peerConn {
 // was given to: in the ring, at the same address (a member that left and
 // came back under the same name is another incarnation, holding nothing).
 func (n *Node) current(m movedTo) bool {
+	if m.addr == "" {
+		// Given to a member this node had not seen yet (a new node pulls
+		// before every peer knows it): it holds the key until the mark
+		// expires.
+		return true
+	}
 	if !n.members.Ring().Contains(m.to) {
 		return false
 	}
 	addr, ok := n.members.RPCAddr(m.to)
-	return m.addr == "" || ok && addr == m.addr
+	return ok && addr == m.addr
 }
 
 type movedTo struct {
 	to    string
-	addr  string // its RPC address when the mark was made; "" if it was not known yet
+	addr  string // its RPC address when the mark was made; "" if it was not in the ring yet
 	until time.Time
 }
 
@@ -398,13 +407,12 @@ func (n *Node) pushLoop() {
 // the ring: a member that left gracefully pushed back whatever state it
 // held; one that crashed lost it, and the store has what it wrote behind.
 func (n *Node) forgetDeparted() {
-	r := n.members.Ring()
 	n.handoffMu.Lock()
 	defer n.handoffMu.Unlock()
 	n.movedMu.Lock()
 	var gone []string
 	for k, m := range n.moved {
-		if !r.Contains(m.to) || !n.current(m) {
+		if !n.current(m) {
 			gone = append(gone, k)
 			delete(n.moved, k)
 		}
