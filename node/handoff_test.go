@@ -378,3 +378,94 @@ func TestWriteBehindStoreDownDropsOldest(t *testing.T) {
 	srv.Restart()
 	waitFor(t, 10*time.Second, "the queued states written", func() bool { return a.Stats().Writes >= 100 })
 }
+
+// exhaust uses up key's limit at nd and checks that one more hit is denied.
+func exhaust(t *testing.T, nd *node.Node, key string, rule ringlimit.Rule) {
+	t.Helper()
+	for i := range rule.Limit {
+		if d, err := nd.Allow(ctx, key, rule); err != nil || !d.Allowed {
+			t.Fatalf("%s hit %d: %+v, %v", key, i, d, err)
+		}
+	}
+}
+
+// denied checks that key, exhausted before an ownership change, is still
+// denied after it, from every node.
+func denied(t *testing.T, nodes []*node.Node, keys []string, rule ringlimit.Rule, what string) {
+	t.Helper()
+	for _, nd := range nodes {
+		for _, k := range keys {
+			d, err := nd.Allow(ctx, k, rule)
+			if err != nil || d.Allowed {
+				t.Fatalf("%s: %s at %s (owner %s): %+v, %v; want denied", what, k, nd.Name(), nd.Owner(k), d, err)
+			}
+		}
+	}
+}
+
+// With no traffic while it happens, the keys of a node that leaves reach
+// their next owners by its push alone (the hand-off window is short, so no
+// pull covers for it), and stay exhausted.
+func TestLeavePushesIdleKeys(t *testing.T) {
+	clk := testclock.New(time.Now())
+	c := nodetest.Start(t, 3, func(cfg *node.Config) {
+		cfg.Clock = clk
+		cfg.HandoffWindow = 20 * time.Millisecond
+	})
+	leaver, a, b := c.Nodes[0], c.Nodes[1], c.Nodes[2]
+	rule := ringlimit.Rule{Algorithm: ringlimit.SlidingLog, Limit: 5, Window: time.Hour}
+	keys := keysOwnedBy(a, leaver.Name(), 20)
+	for _, k := range keys {
+		exhaust(t, a, k, rule)
+	}
+	if err := leaver.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c.WaitMembers(t, 10*time.Second, a, b)
+	waitFor(t, 5*time.Second, "the end of the hand-off window", func() bool { return !a.Stats().Changing && !b.Stats().Changing })
+	if s := leaver.Stats(); s.HandedOff != uint64(len(keys)) {
+		t.Fatalf("handed off %d states, want %d", s.HandedOff, len(keys))
+	}
+	denied(t, []*node.Node{a, b}, keys, rule, "after the leave")
+}
+
+// With no traffic while it happens, the keys that move to a node that joins
+// reach it by the old owners' pushes alone, and stay exhausted.
+func TestJoinPushesIdleKeys(t *testing.T) {
+	clk := testclock.New(time.Now())
+	c := nodetest.Start(t, 2, func(cfg *node.Config) {
+		cfg.Clock = clk
+		cfg.HandoffWindow = 20 * time.Millisecond
+	})
+	a := c.Nodes[0]
+	rule := ringlimit.Rule{Algorithm: ringlimit.TokenBucket, Limit: 5, Window: time.Hour}
+	var keys []string
+	for i := range 200 {
+		keys = append(keys, fmt.Sprint("idle", i))
+	}
+	for _, k := range keys {
+		exhaust(t, a, k, rule)
+	}
+	j := c.Add(t)
+	var moved []string
+	for _, k := range keys {
+		if j.Owner(k) == j.Name() {
+			moved = append(moved, k)
+		}
+	}
+	if len(moved) == 0 {
+		t.Fatal("no key moved to the new node")
+	}
+	waitFor(t, 5*time.Second, "the pushes and the end of the hand-off window", func() bool {
+		for _, nd := range c.Nodes {
+			if nd.Stats().Changing {
+				return false
+			}
+		}
+		return j.Stats().Received >= uint64(len(moved))
+	})
+	if s := j.Stats(); s.Pulls != 0 {
+		t.Logf("the new node pulled %d states", s.Pulls)
+	}
+	denied(t, c.Nodes, moved, rule, "after the join")
+}
