@@ -16,6 +16,10 @@ type Config struct {
 	MaxKeys int
 	// Clock tells the time. If nil, the system clock.
 	Clock ringlimit.Clock
+	// TrackChanges records which keys admitted calls change, for Drain
+	// (node's write-behind). If false, Drain finds nothing and AllowN pays
+	// nothing for it.
+	TrackChanges bool
 }
 
 // Limiter decides on in-memory state. Keys are spread over shards, each a
@@ -52,6 +56,7 @@ func New(c Config) *Limiter {
 			per++
 		}
 		l.shards[i].init(int32(per))
+		l.shards[i].track = c.TrackChanges
 	}
 	return l
 }
@@ -70,15 +75,16 @@ func (l *Limiter) shard(key string) *shard {
 
 // AllowN consumes n hits on key if rule admits them now; n == 0 is a Peek.
 // Bad input returns an error wrapping a ringlimit sentinel and records
-// nothing.
+// nothing. A key given up with Give, or any key after Freeze, decides
+// nothing and returns ErrMoved.
 func (l *Limiter) AllowN(_ context.Context, key string, rule ringlimit.Rule, n int64) (ringlimit.Decision, error) {
 	if err := ringlimit.ValidateCall(key, rule, n); err != nil {
 		return ringlimit.Decision{}, err
 	}
 	if n == 0 {
-		return l.shard(key).apply(key, rule.Algorithm, paramsOf(rule), l.now(), 1, false), nil
+		return l.shard(key).apply(key, rule.Algorithm, paramsOf(rule), l.now(), 1, false)
 	}
-	return l.shard(key).apply(key, rule.Algorithm, paramsOf(rule), l.now(), n, true), nil
+	return l.shard(key).apply(key, rule.Algorithm, paramsOf(rule), l.now(), n, true)
 }
 
 // Peek reports whether one hit on key would be admitted now, and consumes

@@ -13,7 +13,7 @@ import (
 type entry struct {
 	key        string // "" when the slot is free
 	prev, next int32  // LRU list (head is the most recently used); next also links free slots
-	tag        uint64 // algorithm<<56 | window in ms: the rule the state was recorded under
+	tag        uint64 // algorithm<<56 | window in ms: the rule the state was recorded under; dirtyBit: changed since the last Drain
 	until      int64  // ms from which the state no longer matters (it decides as an empty one)
 	st         state
 }
@@ -37,6 +37,10 @@ type shard struct {
 	hand  int32 // sweep cursor
 
 	evicted, evictedLive, expired uint64
+
+	frozen       bool    // Freeze: every key has moved away
+	track        bool    // record changed slots for Drain
+	dirty, spare []int32 // slots changed since the last Drain (some may since have been freed or reused)
 
 	_ [64]byte // keep neighbouring shards' locks off this cache line
 }
@@ -148,19 +152,25 @@ func (s *shard) insert(key string, now int64) int32 {
 // if consume is set and they are admitted. A key that is absent, or whose
 // state was recorded under another algorithm or window, decides as an empty
 // state; it is written only if hits are recorded.
-func (s *shard) apply(key string, alg ringlimit.Algorithm, p params, now, n int64, consume bool) ringlimit.Decision {
+func (s *shard) apply(key string, alg ringlimit.Algorithm, p params, now, n int64, consume bool) (ringlimit.Decision, error) {
 	tag := uint64(alg)<<56 | uint64(p.window)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.frozen {
+		return ringlimit.Decision{}, ErrMoved
+	}
 	i, ok := s.keys[key]
 	var fresh state
 	st := &fresh
 	if ok {
+		if e := s.at(i); e.tag == movedTag && e.until > now {
+			return ringlimit.Decision{}, ErrMoved
+		}
 		// A state past its until is gone, as it is in Valkey once its TTL
 		// runs out, whether or not a sweep has dropped it yet. (Under the
 		// same rule it would decide as an empty state anyway; under a new
 		// Limit or Burst it must not linger.)
-		if e := s.at(i); e.tag == tag && e.until > now {
+		if e := s.at(i); e.tag&^dirtyBit == tag && e.until > now {
 			st = &e.st
 		}
 		s.touch(i)
@@ -175,8 +185,12 @@ func (s *shard) apply(key string, alg ringlimit.Algorithm, p params, now, n int6
 			e.st, e.tag = fresh, tag
 		}
 		e.until = until
+		if s.track && e.tag&dirtyBit == 0 {
+			e.tag |= dirtyBit
+			s.dirty = append(s.dirty, i)
+		}
 	}
-	return d
+	return d, nil
 }
 
 func (s *shard) reset(key string) {

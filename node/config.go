@@ -84,6 +84,21 @@ type Config struct {
 	// Network, if not nil, carries the node's traffic instead of the
 	// operating system's (package nodetest has one with faults).
 	Network Network
+	// WriteBehind is how often the states of owned keys changed since the
+	// last write are written to the store (pipelined, with TTLs, in the
+	// representation the store's scripts use), so that peers that fall back
+	// to the store for a crashed owner's keys, and the keys' new owners,
+	// continue from them. It needs a Valkey store (or a Store with
+	// WriteStates and LoadState). If zero, 100 ms; if negative, never.
+	WriteBehind time.Duration
+	// WriteBehindQueue bounds the states waiting for a slow or down store;
+	// beyond it the oldest are dropped (counted in Stats). If zero, 65536.
+	WriteBehindQueue int
+	// HandoffWindow is how long after a change of the ring a node that owns
+	// a key it holds no state for first takes the state from the key's
+	// previous owner (or loads it from the store if that owner is gone), and
+	// how long a node that gave a key up redirects its calls. If zero, 10 s.
+	HandoffWindow time.Duration
 }
 
 // Network is what the node uses to reach its peers. Tests put faults in it.
@@ -137,6 +152,15 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.WriteBehind == 0 {
+		c.WriteBehind = 100 * time.Millisecond
+	}
+	if c.WriteBehindQueue <= 0 {
+		c.WriteBehindQueue = 1 << 16
+	}
+	if c.HandoffWindow <= 0 {
+		c.HandoffWindow = 10 * time.Second
 	}
 	return c, nil
 }

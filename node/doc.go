@@ -23,6 +23,37 @@
 // Only bad input, a closed node or the caller's cancelled context produce an
 // error; a dead peer or store produces a decision from the next tier.
 //
+// # Ownership changes
+//
+// A key's state follows the key when its owner changes, so a deploy or a
+// scale-out admits nothing extra:
+//
+//   - Close first freezes the node's keys (every call on them is redirected
+//     from then on), then pushes every state, in batches over a second
+//     connection to each peer, to the key's owner in the ring without this
+//     node, waits for each batch's answer, and only then leaves the gossip.
+//     It keeps answering peers that have not noticed yet with "moved to X"
+//     until they stop calling (at most a second).
+//   - When a member joins, every node gives up the keys the new member owns
+//     (a moved mark stays in their place for HandoffWindow) and pushes their
+//     states to it.
+//   - For HandoffWindow after a ring change, a node that owns a key it holds
+//     no state for asks the member it took the key from for it (a state
+//     transfer, not a forwarded decision) before deciding; a node that gave
+//     a key up answers its calls with the key's new holder, and the caller's
+//     node goes on there, at most twice. A pull waits for a push in flight
+//     on the same node, so it never answers "no state" for a state on its
+//     way.
+//
+// A crash loses only what was not yet written behind: with a Valkey store,
+// the states of owned keys changed since the last write are written every
+// WriteBehind (100 ms), pipelined, with TTLs, in the representation the
+// store's scripts use. Peers that fall back to the store for a dead owner's
+// keys continue from them, and a key's new owner loads its state from the
+// store once. Decisions only set a bit in the key's entry; the writes run
+// on the node's own goroutine, and a slow or down store fills a queue of at
+// most WriteBehindQueue states whose oldest are dropped and counted.
+//
 // # Security
 //
 // SecretKey encrypts gossip (AES-GCM, memberlist) and authenticates every
@@ -32,7 +63,7 @@
 // # Lifecycle
 //
 // New binds the gossip and peer listeners, joins (retrying in the background
-// if no Join address answers yet) and returns. Close leaves the cluster,
-// stops the peer server, waits for every goroutine the node started and
-// closes the store's client; it is idempotent.
+// if no Join address answers yet) and returns. Close hands the node's keys
+// off, leaves the cluster, stops the peer server, waits for every goroutine
+// the node started and closes the store's client; it is idempotent.
 package node

@@ -29,6 +29,7 @@ type Node struct {
 	members *ring.Membership
 	server  *peer.Server
 	store   *failover.Limiter
+	states  stateStore   // the store's state access for write-behind and loads; nil if none
 	closer  func() error // closes the store's client, if the node made one
 
 	peers peerTable
@@ -40,6 +41,23 @@ type Node struct {
 	wg        sync.WaitGroup
 
 	stats counters
+
+	// Hand-off (handoff.go).
+	mode            atomic.Uint32 // modeLeaving | modeTransition; zero on the hot path
+	started         time.Time
+	transitionUntil atomic.Int64 // unix ns: end of the hand-off window
+	lastRing        atomic.Pointer[ring.Ring]
+	prevRing        atomic.Pointer[ring.Ring] // the ring before the last change
+	minusMe         atomic.Pointer[ring.Ring] // the current ring without this node
+	leaveRing       atomic.Pointer[ring.Ring] // set by Close: where every key goes
+	handoffMu       sync.Mutex                // held while a push is in flight; pulls wait for it
+	movedMu         sync.Mutex
+	moved           map[string]movedTo
+	pullMu          sync.Mutex
+	pulls           map[string]chan struct{}
+	kickPush        chan struct{}
+	ready           chan struct{} // closed once the ring holds another member
+	readyOnce       sync.Once
 }
 
 var _ ringlimit.Limiter = (*Node)(nil)
@@ -56,12 +74,20 @@ func New(cfg Config) (*Node, error) {
 		cfg.Logger.Warn("node: no SecretKey: gossip is not encrypted and peers are not authenticated; for demos only", "node", cfg.Name)
 	}
 	n := &Node{
-		cfg:   cfg,
-		name:  cfg.Name,
-		local: local.New(local.Config{MaxKeys: cfg.MaxKeys, Clock: cfg.Clock}),
-		stop:  make(chan struct{}),
+		cfg:      cfg,
+		name:     cfg.Name,
+		stop:     make(chan struct{}),
+		started:  time.Now(),
+		moved:    map[string]movedTo{},
+		pulls:    map[string]chan struct{}{},
+		kickPush: make(chan struct{}, 1),
+		ready:    make(chan struct{}),
 	}
 	n.peers.init(n)
+	n.minusMe.Store(ring.New(nil, 0))
+	// New: the keys this node will own may hold state elsewhere.
+	n.transitionUntil.Store(n.started.Add(cfg.HandoffWindow).UnixNano())
+	n.mode.Store(modeTransition)
 
 	ln, err := net.Listen("tcp", cfg.RPCAddr)
 	if err != nil {
@@ -75,6 +101,8 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.store, n.closer = store, closer
+	n.local = local.New(local.Config{MaxKeys: cfg.MaxKeys, Clock: cfg.Clock,
+		TrackChanges: n.states != nil && cfg.WriteBehind > 0})
 
 	// Serve before joining: peers may forward as soon as they see us.
 	n.server = peer.Serve(ln, peer.ServerConfig{
@@ -95,11 +123,21 @@ func New(cfg Config) (*Node, error) {
 		n.closeStore()
 		return nil, fmt.Errorf("node: %w", err)
 	}
+	n.wg.Add(2)
+	go n.run()
+	go n.pushLoop()
 	if len(cfg.Join) > 0 {
 		if _, err := n.members.Join(cfg.Join); err != nil {
 			cfg.Logger.Warn("node: join failed; retrying in the background", "node", n.name, "err", err)
 			n.wg.Add(1)
 			go n.joinLoop()
+		} else {
+			// Joined: the ring follows in a moment. Callers of a node that
+			// returned from New should find it.
+			select {
+			case <-n.ready:
+			case <-time.After(time.Second):
+			}
 		}
 	}
 	return n, nil
@@ -188,17 +226,24 @@ func (n *Node) GossipAddr() string { return n.members.BindAddr() }
 // RPCAddr is the bound peer-forwarding address.
 func (n *Node) RPCAddr() string { return n.server.Addr().String() }
 
-// Close leaves the cluster gracefully, stops the peer server, waits for every
+// Close hands the state of every key this node holds to the key's next
+// owner (calls on them go there from the moment Close begins), leaves the
+// cluster gracefully, keeps redirecting the calls peers still send it until
+// they stop (at most a second), stops the peer server, waits for every
 // goroutine the node started and closes the store's client. Calls after it
 // return ringlimit.ErrClosed. Calling it twice is safe.
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
+		var errs []error
+		if !n.closed.Load() { // not crashed (tests)
+			n.handOffAll()
+			if err := n.members.Leave(time.Second); err != nil && !errors.Is(err, ringlimit.ErrClosed) {
+				errs = append(errs, fmt.Errorf("node: leave: %w", err))
+			}
+			n.drainPeers()
+		}
 		n.closed.Store(true)
 		close(n.stop)
-		var errs []error
-		if err := n.members.Leave(time.Second); err != nil && !errors.Is(err, ringlimit.ErrClosed) {
-			errs = append(errs, fmt.Errorf("node: leave: %w", err))
-		}
 		n.server.Close()
 		n.wg.Wait()
 		if err := n.members.Shutdown(); err != nil {
@@ -209,6 +254,24 @@ func (n *Node) Close() error {
 		n.closeErr = errors.Join(errs...)
 	})
 	return n.closeErr
+}
+
+// drainPeers waits until peers have sent no call for 100 ms, at most a
+// second: the ones that have not seen this node leave yet are redirected
+// rather than refused.
+func (n *Node) drainPeers() {
+	deadline := time.Now().Add(time.Second)
+	last, quiet := n.stats.served.Load(), time.Now()
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for now := range t.C {
+		if s := n.stats.served.Load(); s != last {
+			last, quiet = s, now
+		}
+		if now.Sub(quiet) >= 100*time.Millisecond || now.After(deadline) {
+			return
+		}
+	}
 }
 
 func (n *Node) closeStore() {

@@ -17,7 +17,8 @@ import (
 type peerConn struct {
 	name    string
 	addr    string
-	client  *peer.Client
+	client  *peer.Client // forwarded calls
+	bulk    *peer.Client // hand-off pushes and pulls, apart so that a pull never waits behind a push on one connection
 	breaker *failover.Breaker
 }
 
@@ -64,6 +65,9 @@ func (t *peerTable) get(name string) *peerConn {
 	return pc
 }
 
+// current is the connection in the table for name, without dialling.
+func (t *peerTable) current(name string) *peerConn { return (*t.m.Load())[name] }
+
 func (t *peerTable) dial(name, addr string) *peerConn {
 	cfg := t.n.cfg
 	cc := peer.ClientConfig{Addr: addr, Name: name, Secret: cfg.SecretKey, Timeout: cfg.ForwardTimeout}
@@ -75,6 +79,7 @@ func (t *peerTable) dial(name, addr string) *peerConn {
 		name:   name,
 		addr:   addr,
 		client: peer.NewClient(cc),
+		bulk:   peer.NewClient(cc),
 		breaker: failover.NewBreaker(failover.BreakerConfig{
 			Name:        "peer " + name,
 			MaxFailures: 3,
@@ -102,7 +107,9 @@ func (t *peerTable) update(ev ring.Event) {
 	t.mu.Unlock()
 	for _, pc := range gone {
 		pc.client.Close()
+		pc.bulk.Close()
 	}
+	t.n.ringChanged(ev.Ring)
 	if len(ev.Joined)+len(ev.Left) > 0 {
 		t.n.cfg.Logger.Info("node: membership changed", "node", t.n.name,
 			"joined", ev.Joined, "left", ev.Left, "members", ev.Ring.Len())
@@ -118,6 +125,7 @@ func (t *peerTable) closeAll() {
 	t.mu.Unlock()
 	for _, pc := range old {
 		pc.client.Close()
+		pc.bulk.Close()
 	}
 }
 

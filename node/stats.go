@@ -13,6 +13,9 @@ type counters struct {
 	forwards        atomic.Uint64
 	forwardFailures atomic.Uint64
 	served          atomic.Uint64
+
+	redirects, pulls, handedOff, received, handoffFailures atomic.Uint64
+	writes, writeFailures, drops, loads, loadFailures      atomic.Uint64
 }
 
 // paddedCounter keeps each hot counter on its own cache line.
@@ -44,6 +47,26 @@ type Stats struct {
 	Store failover.Stats
 	// Local is the owned keys' store.
 	Local local.Stats
+
+	// Hand-off. HandedOff counts key states this node gave to their new
+	// owners (pushed on join or leave, or taken by a pull); Received the
+	// states it installed from others; Pulls the states it asked a previous
+	// owner for; HandoffFailures the states a push could not deliver (taken
+	// back on a join; written to the store, if any, on a leave). Redirects
+	// counts calls that went on to a key's new holder after a "moved" answer.
+	HandedOff, Received, Pulls, HandoffFailures, Redirects uint64
+
+	// Write-behind. Writes counts states written to the store; WriteFailures
+	// the pipelined writes that failed (their states stay queued);
+	// WriteDrops the states dropped because the queue was full. Loads
+	// counts states looked up in the store on ownership gain, LoadFailures
+	// the lookups the store did not answer.
+	Writes, WriteFailures, WriteDrops, Loads, LoadFailures uint64
+
+	// Changing is true while the node leaves, or within HandoffWindow of a
+	// ring change (its owned keys then take a slower path that makes sure
+	// their state is here before deciding).
+	Changing bool
 }
 
 // Stats returns the node's counters.
@@ -55,6 +78,17 @@ func (n *Node) Stats() Stats {
 		Peers:           n.peers.states(),
 		Store:           n.store.Stats(),
 		Local:           n.local.Stats(),
+		HandedOff:       n.stats.handedOff.Load(),
+		Received:        n.stats.received.Load(),
+		Pulls:           n.stats.pulls.Load(),
+		HandoffFailures: n.stats.handoffFailures.Load(),
+		Redirects:       n.stats.redirects.Load(),
+		Writes:          n.stats.writes.Load(),
+		WriteFailures:   n.stats.writeFailures.Load(),
+		WriteDrops:      n.stats.drops.Load(),
+		Loads:           n.stats.loads.Load(),
+		LoadFailures:    n.stats.loadFailures.Load(),
+		Changing:        n.mode.Load() != 0,
 	}
 	for i := range s.Decisions {
 		s.Decisions[i] = n.stats.decisions[i].Load()

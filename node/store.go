@@ -28,6 +28,9 @@ func (n *Node) newStore() (*failover.Limiter, func() error, error) {
 		conn := remote.Connect(opt, remote.Config{Prefix: cfg.ValkeyPrefix}, remote.ConnectConfig{Logger: cfg.Logger})
 		primary, closer = conn, conn.Close
 	}
+	if ss, ok := primary.(stateStore); ok {
+		n.states = ss
+	}
 	fc := failover.Config{
 		Timeout: cfg.StoreTimeout,
 		Policy:  cfg.Policy,

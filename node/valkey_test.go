@@ -66,11 +66,12 @@ func TestOwnerCrashFallsBackToValkey(t *testing.T) {
 	c.Network.Drop(a.Name(), victim.Name())
 	c.Network.Drop(b.Name(), victim.Name())
 	rule := ringlimit.Rule{Algorithm: ringlimit.SlidingLog, Limit: 10, Window: time.Hour}
-	// The store's client is made in the background: wait until it answers.
-	warm := keysOwnedBy(a, victim.Name(), 2)[1]
+	// The store's client is made in the background: wait until both
+	// survivors reach it (on another key).
+	probe := keysOwnedBy(a, victim.Name(), 2)[1]
 	for _, nd := range []*node.Node{a, b} {
 		waitFor(t, 10*time.Second, "the store", func() bool {
-			d, err := nd.Peek(ctx, warm, rule)
+			d, err := nd.Allow(ctx, probe, rule)
 			return err == nil && d.Source == ringlimit.Store
 		})
 	}

@@ -11,9 +11,10 @@ import (
 
 // Cluster is a set of nodes in one process, on 127.0.0.1, on one Network.
 type Cluster struct {
-	Network *Network
-	Nodes   []*node.Node
-	secret  []byte
+	Network   *Network
+	Nodes     []*node.Node
+	secret    []byte
+	configure func(*node.Config)
 }
 
 // Secret returns the SecretKey the nodes of a Cluster share.
@@ -26,33 +27,67 @@ func Secret() []byte { return []byte("nodetest-secret-0123456789abcdef") }
 // node's Config before it starts. The nodes are closed when the test ends.
 func Start(t testing.TB, n int, configure func(*node.Config)) *Cluster {
 	t.Helper()
-	c := &Cluster{Network: NewNetwork(), secret: Secret()}
-	var addrs []string
+	c := &Cluster{Network: NewNetwork(), secret: Secret(), configure: configure}
 	for i := range n {
-		cfg := node.Config{
-			Name:           fmt.Sprintf("n%d", i+1),
-			GossipAddr:     "127.0.0.1:0",
-			RPCAddr:        "127.0.0.1:0",
-			Join:           slices.Clone(addrs),
-			SecretKey:      c.secret,
-			Gossip:         node.GossipFast,
-			Network:        c.Network,
-			ForwardTimeout: time.Second,
-		}
-		if configure != nil {
-			configure(&cfg)
-		}
-		nd, err := node.New(cfg)
-		if err != nil {
-			t.Fatalf("nodetest: start %s: %v", cfg.Name, err)
-		}
-		t.Cleanup(func() { nd.Close() })
-		c.Network.Register(cfg.Name, nd.GossipAddr())
-		addrs = append(addrs, nd.GossipAddr())
-		c.Nodes = append(c.Nodes, nd)
+		c.Nodes = append(c.Nodes, c.start(t, fmt.Sprintf("n%d", i+1), c.Nodes))
 	}
 	c.WaitMembers(t, 10*time.Second, c.Nodes...)
 	return c
+}
+
+// start starts a node named name that joins the given nodes, and closes it
+// when the test ends.
+func (c *Cluster) start(t testing.TB, name string, join []*node.Node) *node.Node {
+	t.Helper()
+	var addrs []string
+	for _, nd := range join {
+		addrs = append(addrs, nd.GossipAddr())
+	}
+	cfg := node.Config{
+		Name:           name,
+		GossipAddr:     "127.0.0.1:0",
+		RPCAddr:        "127.0.0.1:0",
+		Join:           addrs,
+		SecretKey:      c.secret,
+		Gossip:         node.GossipFast,
+		Network:        c.Network,
+		ForwardTimeout: time.Second,
+	}
+	if c.configure != nil {
+		c.configure(&cfg)
+	}
+	nd, err := node.New(cfg)
+	if err != nil {
+		t.Fatalf("nodetest: start %s: %v", cfg.Name, err)
+	}
+	t.Cleanup(func() { nd.Close() })
+	c.Network.Register(cfg.Name, nd.GossipAddr())
+	return nd
+}
+
+// Restart closes c.Nodes[i] (a graceful leave), waits until the others see
+// it gone, starts a node of the same name and configuration that joins
+// them, puts it in c.Nodes[i] and waits until every node sees all of them.
+func (c *Cluster) Restart(t testing.TB, i int) *node.Node {
+	t.Helper()
+	others := slices.Delete(slices.Clone(c.Nodes), i, i+1)
+	if err := c.Nodes[i].Close(); err != nil {
+		t.Fatalf("nodetest: close %s: %v", c.Nodes[i].Name(), err)
+	}
+	c.WaitMembers(t, 10*time.Second, others...)
+	c.Nodes[i] = c.start(t, c.Nodes[i].Name(), others)
+	c.WaitMembers(t, 10*time.Second, c.Nodes...)
+	return c.Nodes[i]
+}
+
+// Add starts one more node (named n<N+1>), joins it to the others and waits
+// until every node sees all of them.
+func (c *Cluster) Add(t testing.TB) *node.Node {
+	t.Helper()
+	nd := c.start(t, fmt.Sprintf("n%d", len(c.Nodes)+1), c.Nodes)
+	c.Nodes = append(c.Nodes, nd)
+	c.WaitMembers(t, 10*time.Second, c.Nodes...)
+	return nd
 }
 
 // WaitMembers waits until each of nodes sees exactly the given nodes as

@@ -90,6 +90,12 @@ type conn struct {
 // Do sends r and waits for its result, at most the Timeout (or the
 // context's end, if sooner).
 func (c *Client) Do(ctx context.Context, r *Request) (Result, error) {
+	return c.DoTimeout(ctx, r, c.cfg.Timeout)
+}
+
+// DoTimeout is Do with another timeout than the Client's, for requests that
+// carry more than a decision (a hand-off batch).
+func (c *Client) DoTimeout(ctx context.Context, r *Request, timeout time.Duration) (Result, error) {
 	start := time.Now()
 	cn, err := c.conn(ctx, start.Add(c.cfg.Timeout))
 	if err != nil {
@@ -101,7 +107,7 @@ func (c *Client) Do(ctx context.Context, r *Request) (Result, error) {
 		c.calls.Put(cl)
 		return Result{}, err
 	}
-	cl.timer.Reset(c.cfg.Timeout - time.Since(start)) // one Timeout for dial, write and answer
+	cl.timer.Reset(timeout - time.Since(start)) // one timeout for dial, write and answer
 	cn.write(c, r, id)
 	select {
 	case res := <-cl.ch:
@@ -112,7 +118,7 @@ func (c *Client) Do(ctx context.Context, r *Request) (Result, error) {
 		}
 		return res, nil
 	case <-cl.timer.C:
-		err = fmt.Errorf("%w after %s", ErrTimeout, c.cfg.Timeout)
+		err = fmt.Errorf("%w after %s", ErrTimeout, timeout)
 	case <-ctx.Done():
 		cl.timer.Stop()
 		err = ctx.Err()
@@ -233,7 +239,7 @@ func (c *Client) read(cn *conn) {
 	defer c.wg.Done()
 	r := bufio.NewReaderSize(cn.nc, 64<<10)
 	var hdr [headerLen]byte
-	body := make([]byte, resultLen)
+	body := make([]byte, 0, resultLen)
 	var err error
 	for {
 		if _, err = io.ReadFull(r, hdr[:]); err != nil {
@@ -245,10 +251,14 @@ func (c *Client) read(cn *conn) {
 		if typ, id, n, err = parseHeader(hdr[:]); err != nil {
 			break
 		}
-		if typ != typeResult || n != resultLen {
+		if typ != typeResult || n < resultLen {
 			err = fmt.Errorf("%w: type %d, %d bytes from a server", ErrMalformed, typ, n)
 			break
 		}
+		if cap(body) < n {
+			body = make([]byte, 0, n)
+		}
+		body = body[:n]
 		if _, err = io.ReadFull(r, body); err != nil {
 			break
 		}

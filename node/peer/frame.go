@@ -24,29 +24,51 @@ const (
 	// MaxBody is the largest body accepted: a request with a key of
 	// ringlimit.MaxKeyLen bytes, with room to spare.
 	MaxBody = 8 << 10
+	// MaxStatesBody is the largest body of a frame that carries key states
+	// (a hand-off batch, or a result with a state).
+	MaxStatesBody = 4 << 20
 )
 
 // Frame types.
 const (
-	typeAllow  = 1 // body: request
-	typeReset  = 2 // body: key
-	typeResult = 3 // body: result
+	typeAllow     = 1 // body: request
+	typeReset     = 2 // body: key
+	typeResult    = 3 // body: result
+	typeAllowFrom = 4 // body: from length u8 | from | request
+	typeTake      = 5 // body: from length u8 | from | key
+	typeStates    = 6 // body: count u32 | (key length u16 | key | value length u32 | value)…
+	lastType      = typeStates
 )
 
 // Op is what a Request asks.
 type Op uint8
 
 const (
-	OpAllow Op = iota // AllowN (N == 0: Peek)
-	OpReset           // Reset
+	OpAllow  Op = iota // AllowN (N == 0: Peek)
+	OpReset            // Reset
+	OpTake             // hand-off pull: the receiver gives up Key's state (Result.State) and redirects Key's calls to From, the sender, from then on
+	OpStates           // hand-off push: the receiver installs States (a key that already holds a live state keeps it)
 )
 
-// Request is one forwarded call.
+// Request is one forwarded call, or one step of a hand-off.
 type Request struct {
 	Op   Op
-	Key  string
+	Key  string         // OpAllow, OpReset, OpTake
 	Rule ringlimit.Rule // OpAllow only
 	N    int64          // OpAllow only
+	// From, for OpAllow, says the call was redirected by a member that gave
+	// the key up (see Result.MovedTo): the receiver decides it whatever its
+	// own view of the ring, and if it holds no state for the key it first
+	// takes the key's state from From. Empty for a plain forwarded call.
+	From   string
+	States []Item // OpStates only
+}
+
+// Item is one key's state in a hand-off. Value is opaque here: the node
+// encodes and decodes it.
+type Item struct {
+	Key   string
+	Value []byte
 }
 
 // Result is the answer to a Request: a Decision, or the error the owner
@@ -54,6 +76,12 @@ type Request struct {
 type Result struct {
 	Decision ringlimit.Decision
 	Err      error
+	// MovedTo, if not empty, says the receiver no longer holds the key: it
+	// decided nothing, and the call should go (once, with From set) to
+	// MovedTo.
+	MovedTo string
+	// State is the answer to OpTake: the key's state, nil if it held none.
+	State []byte
 }
 
 // Error codes carried in a result; the sentinels are rebuilt on arrival.
@@ -64,6 +92,7 @@ const (
 	codeInvalidHits
 	codeClosed
 	codeOther
+	codeMoved // not an error: Result.MovedTo follows the fixed part
 )
 
 var codeErrs = [...]error{
@@ -101,10 +130,10 @@ func parseHeader(h []byte) (typ byte, id uint64, n int, err error) {
 		return 0, 0, 0, fmt.Errorf("%w: version %d", ErrMalformed, h[0])
 	}
 	typ, n, id = h[1], int(binary.BigEndian.Uint32(h[2:6])), binary.BigEndian.Uint64(h[6:14])
-	if typ < typeAllow || typ > typeResult {
+	if typ < typeAllow || typ > lastType {
 		return 0, 0, 0, fmt.Errorf("%w: type %d", ErrMalformed, typ)
 	}
-	if n > MaxBody {
+	if n > MaxStatesBody || n > MaxBody && typ != typeStates && typ != typeResult {
 		return 0, 0, 0, fmt.Errorf("%w: body of %d bytes", ErrMalformed, n)
 	}
 	return typ, id, n, nil
@@ -115,11 +144,39 @@ func parseHeader(h []byte) (typ byte, id uint64, n int, err error) {
 const allowFixed = 1 + 4*8
 
 func appendRequest(b []byte, id uint64, r *Request) []byte {
-	if r.Op == OpReset {
+	switch r.Op {
+	case OpReset:
 		b = appendHeader(b, typeReset, id, len(r.Key))
 		return append(b, r.Key...)
+	case OpTake:
+		from := r.From[:min(len(r.From), 255)]
+		b = appendHeader(b, typeTake, id, 1+len(from)+len(r.Key))
+		b = append(b, byte(len(from)))
+		b = append(b, from...)
+		return append(b, r.Key...)
+	case OpStates:
+		n := 4
+		for _, it := range r.States {
+			n += 2 + len(it.Key) + 4 + len(it.Value)
+		}
+		b = appendHeader(b, typeStates, id, n)
+		b = binary.BigEndian.AppendUint32(b, uint32(len(r.States)))
+		for _, it := range r.States {
+			b = binary.BigEndian.AppendUint16(b, uint16(len(it.Key)))
+			b = append(b, it.Key...)
+			b = binary.BigEndian.AppendUint32(b, uint32(len(it.Value)))
+			b = append(b, it.Value...)
+		}
+		return b
 	}
-	b = appendHeader(b, typeAllow, id, allowFixed+len(r.Key))
+	if r.From != "" {
+		from := r.From[:min(len(r.From), 255)]
+		b = appendHeader(b, typeAllowFrom, id, 1+len(from)+allowFixed+len(r.Key))
+		b = append(b, byte(len(from)))
+		b = append(b, from...)
+	} else {
+		b = appendHeader(b, typeAllow, id, allowFixed+len(r.Key))
+	}
 	b = append(b, byte(r.Rule.Algorithm))
 	b = binary.BigEndian.AppendUint64(b, uint64(r.Rule.Limit))
 	b = binary.BigEndian.AppendUint64(b, uint64(r.Rule.WindowMillis()))
@@ -134,6 +191,24 @@ func parseRequest(typ byte, body []byte) (Request, error) {
 	switch typ {
 	case typeReset:
 		return Request{Op: OpReset, Key: string(body)}, nil
+	case typeTake:
+		if len(body) < 1 || len(body) < 1+int(body[0]) {
+			return Request{}, fmt.Errorf("%w: take of %d bytes", ErrMalformed, len(body))
+		}
+		return Request{Op: OpTake, From: string(body[1 : 1+body[0]]), Key: string(body[1+body[0]:])}, nil
+	case typeStates:
+		return parseStates(body)
+	case typeAllowFrom:
+		if len(body) < 1 || len(body) < 1+int(body[0]) {
+			return Request{}, fmt.Errorf("%w: redirected request of %d bytes", ErrMalformed, len(body))
+		}
+		from := string(body[1 : 1+body[0]])
+		r, err := parseRequest(typeAllow, body[1+body[0]:])
+		r.From = from
+		if err == nil && from == "" {
+			err = fmt.Errorf("%w: redirected request without a sender", ErrMalformed)
+		}
+		return r, err
 	case typeAllow:
 		if len(body) < allowFixed {
 			return Request{}, fmt.Errorf("%w: request of %d bytes", ErrMalformed, len(body))
@@ -153,27 +228,68 @@ func parseRequest(typ byte, body []byte) (Request, error) {
 	return Request{}, fmt.Errorf("%w: type %d is not a request", ErrMalformed, typ)
 }
 
+func parseStates(body []byte) (Request, error) {
+	bad := func() (Request, error) {
+		return Request{}, fmt.Errorf("%w: states of %d bytes", ErrMalformed, len(body))
+	}
+	if len(body) < 4 {
+		return bad()
+	}
+	count := binary.BigEndian.Uint32(body)
+	body = body[4:]
+	if uint64(count) > uint64(len(body))/6 {
+		return bad()
+	}
+	r := Request{Op: OpStates, States: make([]Item, 0, count)}
+	for range count {
+		if len(body) < 2 {
+			return bad()
+		}
+		k := int(binary.BigEndian.Uint16(body))
+		if len(body) < 2+k+4 {
+			return bad()
+		}
+		key := string(body[2 : 2+k])
+		body = body[2+k:]
+		v := int(binary.BigEndian.Uint32(body))
+		if len(body) < 4+v {
+			return bad()
+		}
+		r.States = append(r.States, Item{Key: key, Value: append([]byte(nil), body[4:4+v]...)})
+		body = body[4+v:]
+	}
+	if len(body) != 0 {
+		return bad()
+	}
+	return r, nil
+}
+
 // Result body: code u8 | allowed u8 | source u8 | limit i64 | remaining i64 |
-// retry ms i64 | reset ms i64 | delay ms i64.
+// retry ms i64 | reset ms i64 | delay ms i64, then MovedTo (code moved) or
+// State (the rest).
 const resultLen = 3 + 5*8
 
 func appendResult(b []byte, id uint64, r *Result) []byte {
-	b = appendHeader(b, typeResult, id, resultLen)
+	code, tail := errCode(r.Err), r.State
+	if r.MovedTo != "" && code == codeOK {
+		code, tail = codeMoved, []byte(r.MovedTo)
+	}
+	b = appendHeader(b, typeResult, id, resultLen+len(tail))
 	d := &r.Decision
 	allowed := byte(0)
 	if d.Allowed {
 		allowed = 1
 	}
-	b = append(b, errCode(r.Err), allowed, byte(d.Source))
+	b = append(b, code, allowed, byte(d.Source))
 	for _, v := range [...]int64{d.Limit, d.Remaining, int64(d.RetryAfter / time.Millisecond),
 		int64(d.ResetAfter / time.Millisecond), int64(d.Delay / time.Millisecond)} {
 		b = binary.BigEndian.AppendUint64(b, uint64(v))
 	}
-	return b
+	return append(b, tail...)
 }
 
 func parseResult(body []byte) (Result, error) {
-	if len(body) != resultLen || body[0] > codeOther || body[1] > 1 {
+	if len(body) < resultLen || body[0] > codeMoved || body[1] > 1 {
 		return Result{}, fmt.Errorf("%w: result of %d bytes", ErrMalformed, len(body))
 	}
 	u := func(i int) int64 { return int64(binary.BigEndian.Uint64(body[3+8*i:])) }
@@ -182,8 +298,17 @@ func parseResult(body []byte) (Result, error) {
 		Allowed: body[1] == 1, Source: ringlimit.Source(body[2]),
 		Limit: u(0), Remaining: u(1), RetryAfter: ms(2), ResetAfter: ms(3), Delay: ms(4),
 	}}
-	if c := body[0]; c != codeOK {
+	tail := body[resultLen:]
+	switch c := body[0]; {
+	case c == codeMoved:
+		if len(tail) == 0 {
+			return Result{}, fmt.Errorf("%w: moved to nobody", ErrMalformed)
+		}
+		r.MovedTo = string(tail)
+	case c != codeOK:
 		r.Err = fmt.Errorf("peer: owner: %w", codeErrs[c])
+	case len(tail) > 0:
+		r.State = append([]byte(nil), tail...)
 	}
 	return r, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -321,14 +322,41 @@ func TestFrameRoundTrip(t *testing.T) {
 		t.Fatalf("header: %d %d %d %v", typ, id, n, err)
 	}
 	got, err := parseRequest(typ, b[headerLen:])
-	if err != nil || got != req {
+	if err != nil || !reflect.DeepEqual(got, req) {
 		t.Fatalf("request: %+v, %v", got, err)
+	}
+	for _, req := range []Request{
+		{Op: OpAllow, Key: "user:42", Rule: req.Rule, N: 2, From: "n3"},
+		{Op: OpTake, Key: "user:42", From: "n2"},
+		{Op: OpStates, States: []Item{{"a", []byte{1, 2, 3}}, {"bb", []byte{}}, {"c", []byte("state")}}},
+		{Op: OpStates, States: []Item{}},
+	} {
+		b := appendRequest(nil, 7, &req)
+		typ, _, _, err := parseHeader(b[:headerLen])
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := parseRequest(typ, b[headerLen:])
+		for i := range got.States { // nil and empty values are the same on the wire
+			if len(got.States[i].Value) == 0 {
+				got.States[i].Value = req.States[i].Value
+			}
+		}
+		if err != nil || !reflect.DeepEqual(got, req) {
+			t.Fatalf("request %+v: %+v, %v", req, got, err)
+		}
 	}
 	res := Result{Decision: ringlimit.Decision{Allowed: true, Limit: 7, Remaining: 3, RetryAfter: 5 * time.Millisecond, ResetAfter: time.Minute, Delay: 9 * time.Millisecond, Source: ringlimit.Local}}
 	b = appendResult(nil, 5, &res)
 	gotRes, err := parseResult(b[headerLen:])
-	if err != nil || gotRes != res {
+	if err != nil || !reflect.DeepEqual(gotRes, res) {
 		t.Fatalf("result: %+v, %v", gotRes, err)
+	}
+	for _, res := range []Result{{MovedTo: "n2"}, {State: []byte("some state")}} {
+		gotRes, err := parseResult(appendResult(nil, 5, &res)[headerLen:])
+		if err != nil || !reflect.DeepEqual(gotRes, res) {
+			t.Fatalf("result %+v: %+v, %v", res, gotRes, err)
+		}
 	}
 	res = Result{Err: ringlimit.ErrClosed}
 	b = appendResult(nil, 5, &res)
@@ -341,6 +369,9 @@ func FuzzParse(f *testing.F) {
 	f.Add(appendRequest(nil, 1, &Request{Op: OpAllow, Key: "k", Rule: rule, N: 1}))
 	f.Add(appendRequest(nil, 2, &Request{Op: OpReset, Key: "k"}))
 	f.Add(appendResult(nil, 3, &Result{Decision: ringlimit.Decision{Allowed: true}}))
+	f.Add(appendResult(nil, 3, &Result{MovedTo: "n2"}))
+	f.Add(appendRequest(nil, 4, &Request{Op: OpStates, States: []Item{{"k", []byte{1}}}}))
+	f.Add(appendRequest(nil, 5, &Request{Op: OpAllow, Key: "k", Rule: rule, N: 1, From: "n1"}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if len(b) < headerLen {
 			return
@@ -358,7 +389,7 @@ func FuzzParse(f *testing.F) {
 			r, err := parseResult(body)
 			if err == nil && r.Err == nil {
 				again, err := parseResult(appendResult(nil, 0, &r)[headerLen:])
-				if err != nil || again != r {
+				if err != nil || !reflect.DeepEqual(again, r) {
 					t.Fatalf("result does not round-trip: %+v → %+v, %v", r, again, err)
 				}
 			}

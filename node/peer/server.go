@@ -13,9 +13,11 @@ import (
 	"github.com/ringlimit/ringlimit"
 )
 
-// Handler serves forwarded requests. It is called on the connection's
-// goroutine, one request at a time per connection, and must not block for
-// long: the owner decides from its own state (one hop, never forwarded again).
+// Handler serves forwarded requests and hand-off steps. It is called on the
+// connection's goroutine, one request at a time per connection, and must not
+// block for long: the owner decides from its own state (one hop, never
+// forwarded again; a hand-off pull of the key's state, bounded by a timeout,
+// is not a forwarded decision).
 type Handler interface {
 	Serve(ctx context.Context, r *Request) Result
 }
@@ -24,8 +26,11 @@ type Handler interface {
 type LimiterHandler struct{ Limiter ringlimit.Limiter }
 
 func (h LimiterHandler) Serve(ctx context.Context, r *Request) Result {
-	if r.Op == OpReset {
+	switch r.Op {
+	case OpReset:
 		return Result{Err: h.Limiter.Reset(ctx, r.Key)}
+	case OpTake, OpStates:
+		return Result{} // a plain Limiter holds no state to hand off
 	}
 	d, err := h.Limiter.AllowN(ctx, r.Key, r.Rule, r.N)
 	return Result{Decision: d, Err: err}
@@ -171,6 +176,9 @@ func (s *Server) serve(c net.Conn) {
 		if err != nil {
 			s.cfg.Logger.Warn("peer: closing a connection", "remote", c.RemoteAddr().String(), "err", err)
 			return
+		}
+		if cap(body) > 64<<10 {
+			body = make([]byte, 0, 512) // a hand-off batch: do not keep its buffer
 		}
 		res := s.cfg.Handler.Serve(s.ctx, &req)
 		out = appendResult(out, id, &res)

@@ -1,0 +1,240 @@
+package local
+
+import (
+	"errors"
+
+	"github.com/ringlimit/ringlimit"
+)
+
+// ErrMoved is returned for a key whose state was given up (Give), or by a
+// frozen Limiter (Freeze): it decides nothing, the key is held elsewhere.
+var ErrMoved = errors.New("local: key moved")
+
+// movedTag is the tag of a tombstone that Give leaves: no algorithm has it.
+const movedTag = uint64(0xff) << 56
+
+// State is one key's state in a form other packages can carry: node hands it
+// to a key's next owner and writes it behind to the central store. The
+// meaning of A, B and C depends on Algorithm, as in package remote (whose
+// State has the same fields):
+//
+//	TokenBucket, LeakyBucket: A = level (in 1/Window-ms of a hit), B = last update (ms)
+//	FixedWindow:              A = window index, B = count
+//	SlidingWindow:            A = window index, B = current count, C = previous count
+//	SlidingLog:               Log (A, B, C unused)
+type State struct {
+	Algorithm ringlimit.Algorithm
+	Window    int64 // Rule.Window in ms: a call under another window starts afresh
+	A, B, C   int64
+	Log       []LogEntry // SlidingLog: admitted hits, oldest first, stamps strictly increasing
+	// Until is the instant (ms since the epoch) from which the state no
+	// longer matters: from then on it decides as an empty state.
+	Until int64
+}
+
+// LogEntry is Count hits admitted at the same millisecond Stamp.
+type LogEntry struct{ Stamp, Count int64 }
+
+// dirtyBit marks an entry whose state changed since the last Drain. It lives
+// in the tag, above every window the rules allow (a window in ms fits in 48
+// bits), so tracking costs no memory per key.
+const dirtyBit = 1 << 55
+
+// export copies e's state out.
+func (e *entry) export() State {
+	t := e.tag &^ dirtyBit
+	s := State{Algorithm: ringlimit.Algorithm(t >> 56), Window: int64(t & (1<<55 - 1)), Until: e.until,
+		A: e.st.a, B: e.st.b, C: e.st.c}
+	if l := e.st.log; l != nil && l.n > 0 {
+		s.Log = make([]LogEntry, l.n)
+		for i := range l.n {
+			v := l.slot(i)
+			s.Log[i] = LogEntry{Stamp: l.stamp(v), Count: int64(v & maxSlotCount)}
+		}
+	}
+	return s
+}
+
+// stateOf builds the in-memory state for s.
+func stateOf(s State) state {
+	st := state{a: s.A, b: s.B, c: s.C}
+	if s.Algorithm == ringlimit.SlidingLog && len(s.Log) > 0 {
+		l := &stampLog{}
+		var limit int64
+		for _, e := range s.Log {
+			limit += e.Count
+		}
+		for _, e := range s.Log {
+			if e.Count > 0 && (l.n == 0 || e.Stamp > l.newest()) {
+				l.add(e.Stamp, e.Count, limit)
+			}
+		}
+		st.log = l
+	}
+	return st
+}
+
+// live reports whether e holds a state that still matters at now.
+func (e *entry) live(now int64) bool { return e.key != "" && e.until > now && e.tag != movedTag }
+
+// Export returns key's state, if it holds one that still matters.
+func (l *Limiter) Export(key string) (State, bool) {
+	s, now := l.shard(key), l.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i, ok := s.keys[key]
+	if !ok || !s.at(i).live(now) {
+		return State{}, false
+	}
+	return s.at(i).export(), true
+}
+
+// Has reports whether key holds a state that still matters. It allocates
+// nothing.
+func (l *Limiter) Has(key string) bool {
+	s, now := l.shard(key), l.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i, ok := s.keys[key]
+	return ok && s.at(i).live(now)
+}
+
+// Take returns key's state, if it holds one that still matters, and forgets
+// the key, in one step: no call decides on the key between the two.
+func (l *Limiter) Take(key string) (State, bool) {
+	s, now := l.shard(key), l.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i, ok := s.keys[key]
+	if !ok {
+		return State{}, false
+	}
+	e := s.at(i)
+	st, live := e.export(), e.live(now)
+	s.remove(i)
+	return st, live
+}
+
+// Give is Take, and it leaves a mark in the key's place until the instant
+// until (ms since the epoch): calls on the key return ErrMoved until then,
+// even calls that were already on their way (no call decides on the key
+// after its state left). Import replaces the mark; Reset removes it.
+func (l *Limiter) Give(key string, until int64) (State, bool) {
+	s, now := l.shard(key), l.now()
+	if ringlimit.ValidateKey(key) != nil {
+		return State{}, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i, ok := s.keys[key]
+	var st State
+	live := false
+	if ok {
+		e := s.at(i)
+		st, live = e.export(), e.live(now)
+	} else {
+		i = s.insert(key, now)
+	}
+	e := s.at(i)
+	e.tag, e.until, e.st = movedTag, until, state{}
+	return st, live
+}
+
+// Unmark removes the mark Give left on key, if it is still there.
+func (l *Limiter) Unmark(key string) {
+	s := l.shard(key)
+	s.mu.Lock()
+	if i, ok := s.keys[key]; ok && s.at(i).tag == movedTag {
+		s.remove(i)
+	}
+	s.mu.Unlock()
+}
+
+// Freeze makes every call return ErrMoved from now on: the node that holds
+// the Limiter is leaving and hands its keys off. A call that had already
+// started has finished when Freeze returns, so a Range after it sees every
+// state.
+func (l *Limiter) Freeze() {
+	for i := range l.shards {
+		s := &l.shards[i]
+		s.mu.Lock()
+		s.frozen = true
+		s.mu.Unlock()
+	}
+}
+
+// Import installs st as key's state if the key holds none that still
+// matters, and reports whether it did. A state that no longer matters is
+// ignored. An imported state is not marked changed for Drain.
+func (l *Limiter) Import(key string, st State) bool {
+	s, now := l.shard(key), l.now()
+	if st.Until <= now || ringlimit.ValidateKey(key) != nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i, ok := s.keys[key]
+	if ok && s.at(i).live(now) {
+		return false
+	}
+	if !ok {
+		i = s.insert(key, now)
+	}
+	e := s.at(i)
+	e.tag = uint64(st.Algorithm)<<56 | uint64(st.Window)
+	e.until = st.Until
+	e.st = stateOf(st)
+	return true
+}
+
+// Range calls f with each key that holds a state that still matters, and its
+// state, shard by shard, until f returns false. Each shard is copied under
+// its lock and f runs without it, so f may call the Limiter.
+func (l *Limiter) Range(f func(key string, s State) bool) {
+	now := l.now()
+	type kv struct {
+		key string
+		s   State
+	}
+	var buf []kv
+	for i := range l.shards {
+		s := &l.shards[i]
+		buf = buf[:0]
+		s.mu.Lock()
+		for key, j := range s.keys {
+			if e := s.at(j); e.live(now) {
+				buf = append(buf, kv{key, e.export()})
+			}
+		}
+		s.mu.Unlock()
+		for _, x := range buf {
+			if !f(x.key, x.s) {
+				return
+			}
+		}
+	}
+}
+
+// Drain calls f with each key whose state an admitted call changed since the
+// last Drain, and its state now, and clears the marks. It needs
+// Config.TrackChanges; without it there is nothing to drain. f runs under
+// the key's shard lock: it must be quick and must not call the Limiter.
+func (l *Limiter) Drain(f func(key string, s State)) {
+	now := l.now()
+	for i := range l.shards {
+		s := &l.shards[i]
+		s.mu.Lock()
+		dirty := s.dirty
+		s.dirty = s.spare[:0]
+		for _, j := range dirty {
+			if e := s.at(j); e.tag&dirtyBit != 0 {
+				e.tag &^= dirtyBit
+				if e.live(now) {
+					f(e.key, e.export())
+				}
+			}
+		}
+		s.spare = dirty[:0]
+		s.mu.Unlock()
+	}
+}

@@ -1,0 +1,163 @@
+package local_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/ringlimit/ringlimit"
+	"github.com/ringlimit/ringlimit/internal/testclock"
+	"github.com/ringlimit/ringlimit/local"
+)
+
+// A state taken from one limiter and imported into another decides there
+// exactly as it would have where it was, for every algorithm.
+func TestTakeImportCarriesTheState(t *testing.T) {
+	for _, alg := range allAlgorithms {
+		clk := testclock.New(t0)
+		a := local.New(local.Config{Clock: clk})
+		b := local.New(local.Config{Clock: clk})
+		twin := local.New(local.Config{Clock: clk}) // keeps the state where it was
+		rule := ringlimit.Rule{Algorithm: alg, Limit: 10, Window: time.Minute}
+		for range 7 {
+			a.AllowN(ctx, "k", rule, 1)
+			twin.AllowN(ctx, "k", rule, 1)
+			clk.Advance(time.Millisecond)
+		}
+		want, _ := a.Peek(ctx, "k", rule)
+		s, ok := a.Take("k")
+		if !ok || s.Algorithm != alg || s.Window != 60000 || s.Until <= clk.Now().UnixMilli() {
+			t.Fatalf("%s: Take: %+v, %v", alg, s, ok)
+		}
+		if a.Has("k") {
+			t.Fatalf("%s: the key is still there after Take", alg)
+		}
+		if !b.Import("k", s) {
+			t.Fatalf("%s: Import refused a live state", alg)
+		}
+		if b.Import("k", s) {
+			t.Fatalf("%s: Import replaced a live state", alg)
+		}
+		if got, _ := b.Peek(ctx, "k", rule); got != want {
+			t.Fatalf("%s: imported state decides %+v, want %+v", alg, got, want)
+		}
+		admitted, want3 := 0, 0
+		for range 10 {
+			if d, _ := b.AllowN(ctx, "k", rule, 1); d.Allowed {
+				admitted++
+			}
+			if d, _ := twin.AllowN(ctx, "k", rule, 1); d.Allowed {
+				want3++
+			}
+		}
+		if admitted != want3 || admitted == 10 {
+			t.Fatalf("%s: %d admitted after the import, %d where it was", alg, admitted, want3)
+		}
+		if e, _ := b.Export("k"); e.Algorithm != alg {
+			t.Fatalf("%s: Export: %+v", alg, e)
+		}
+	}
+}
+
+// Drain reports each key an admitted call changed, once, and nothing
+// without TrackChanges.
+func TestDrainReportsChangedKeysOnce(t *testing.T) {
+	clk := testclock.New(t0)
+	rule := ringlimit.Rule{Algorithm: ringlimit.SlidingLog, Limit: 100, Window: time.Minute}
+	plain := local.New(local.Config{Clock: clk})
+	plain.AllowN(ctx, "k", rule, 1)
+	plain.Drain(func(string, local.State) { t.Fatal("Drain found a key without TrackChanges") })
+
+	l := local.New(local.Config{Clock: clk, TrackChanges: true})
+	for range 3 {
+		l.AllowN(ctx, "a", rule, 1)
+		l.AllowN(ctx, "b", rule, 2)
+	}
+	l.Peek(ctx, "c", rule)
+	got := map[string]int64{}
+	l.Drain(func(k string, s local.State) {
+		var n int64
+		for _, e := range s.Log {
+			n += e.Count
+		}
+		got[k] += n
+	})
+	if len(got) != 2 || got["a"] != 3 || got["b"] != 6 {
+		t.Fatalf("drained %v, want a:3 b:6", got)
+	}
+	l.Drain(func(k string, _ local.State) { t.Fatalf("drained %s twice", k) })
+	l.AllowN(ctx, "a", rule, 1)
+	l.Reset(ctx, "b")
+	n := 0
+	l.Drain(func(k string, _ local.State) {
+		if k != "a" {
+			t.Fatalf("drained %s", k)
+		}
+		n++
+	})
+	if n != 1 {
+		t.Fatalf("drained a %d times", n)
+	}
+}
+
+// With TrackChanges, AllowN on an existing key still allocates nothing.
+func TestTrackChangesAllocatesNothing(t *testing.T) {
+	clk := testclock.New(t0)
+	l := local.New(local.Config{Clock: clk, TrackChanges: true})
+	rule := ringlimit.Rule{Algorithm: ringlimit.TokenBucket, Limit: 1 << 30, Window: time.Second}
+	l.AllowN(ctx, "hot", rule, 1)
+	for range 2 {
+		l.Drain(func(string, local.State) {})
+		l.AllowN(ctx, "hot", rule, 1)
+	}
+	if a := testing.AllocsPerRun(1000, func() {
+		l.AllowN(ctx, "hot", rule, 1)
+		l.Drain(func(string, local.State) {})
+	}); a != 0 {
+		t.Fatalf("%v allocs per AllowN+Drain", a)
+	}
+}
+
+// A key given up answers ErrMoved until its mark expires or a state is
+// imported; a frozen limiter answers ErrMoved for every key.
+func TestGiveAndFreeze(t *testing.T) {
+	clk := testclock.New(t0)
+	l := local.New(local.Config{Clock: clk})
+	rule := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: 5, Window: time.Hour}
+	l.AllowN(ctx, "k", rule, 2)
+	s, ok := l.Give("k", clk.Now().UnixMilli()+1000)
+	if !ok || s.B != 2 {
+		t.Fatalf("Give: %+v %v", s, ok)
+	}
+	if _, err := l.AllowN(ctx, "k", rule, 1); !errors.Is(err, local.ErrMoved) {
+		t.Fatalf("after Give: %v, want ErrMoved", err)
+	}
+	if _, ok := l.Give("never", clk.Now().UnixMilli()+1000); ok {
+		t.Fatal("Give of an absent key returned a state")
+	}
+	if _, err := l.Peek(ctx, "never", rule); !errors.Is(err, local.ErrMoved) {
+		t.Fatalf("after Give of an absent key: %v, want ErrMoved", err)
+	}
+	if l.Has("k") {
+		t.Fatal("a mark counts as a state")
+	}
+	if !l.Import("k", s) {
+		t.Fatal("Import did not replace the mark")
+	}
+	if d, err := l.AllowN(ctx, "k", rule, 1); err != nil || d.Remaining != 2 {
+		t.Fatalf("after Import: %+v %v", d, err)
+	}
+	clk.Advance(2 * time.Second)
+	if d, err := l.AllowN(ctx, "never", rule, 1); err != nil || !d.Allowed {
+		t.Fatalf("after the mark expired: %+v %v", d, err)
+	}
+	l.Freeze()
+	if _, err := l.AllowN(ctx, "other", rule, 1); !errors.Is(err, local.ErrMoved) {
+		t.Fatalf("frozen: %v", err)
+	}
+	n := 0
+	l.Range(func(string, local.State) bool { n++; return true })
+	if n != 2 {
+		t.Fatalf("Range after Freeze saw %d keys, want 2", n)
+	}
+}

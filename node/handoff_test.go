@@ -1,0 +1,471 @@
+package node_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ringlimit/ringlimit"
+	"github.com/ringlimit/ringlimit/internal/testclock"
+	"github.com/ringlimit/ringlimit/internal/valkeytest"
+	"github.com/ringlimit/ringlimit/node"
+	"github.com/ringlimit/ringlimit/node/nodetest"
+)
+
+// load sends hits for its keys to the nodes in its pool from many
+// goroutines until finish, and counts what each key admitted.
+type load struct {
+	t     *testing.T
+	keys  []string
+	rules []ringlimit.Rule // by key
+
+	mu    sync.RWMutex // held for reading by each call, for writing to change the pool
+	nodes []*node.Node
+
+	admitted, sent []atomic.Int64 // by key
+	sources        [4]atomic.Int64
+	errs           atomic.Int64
+	stop           chan struct{}
+	wg             sync.WaitGroup
+}
+
+// startLoad starts workers goroutines; each waits pace between calls if
+// pace is not zero.
+func startLoad(t *testing.T, nodes []*node.Node, keys []string, rules []ringlimit.Rule, workers int, pace ...time.Duration) *load {
+	l := &load{t: t, keys: keys, rules: rules, nodes: slices.Clone(nodes),
+		admitted: make([]atomic.Int64, len(keys)), sent: make([]atomic.Int64, len(keys)), stop: make(chan struct{})}
+	for g := range workers {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			r := rand.New(rand.NewPCG(uint64(g), 11))
+			var tick <-chan time.Time
+			if len(pace) > 0 {
+				tk := time.NewTicker(pace[0])
+				defer tk.Stop()
+				tick = tk.C
+			}
+			for {
+				select {
+				case <-l.stop:
+					return
+				default:
+				}
+				if tick != nil {
+					select {
+					case <-l.stop:
+						return
+					case <-tick:
+					}
+				}
+				k := r.IntN(len(keys))
+				l.mu.RLock()
+				nd := l.nodes[r.IntN(len(l.nodes))]
+				d, err := nd.Allow(ctx, keys[k], rules[k])
+				l.mu.RUnlock()
+				l.sent[k].Add(1)
+				if err != nil {
+					if l.errs.Add(1) <= 5 {
+						t.Errorf("%s: %s: %v", nd.Name(), keys[k], err)
+					}
+					continue
+				}
+				l.sources[d.Source].Add(1)
+				if d.Allowed {
+					l.admitted[k].Add(1)
+				}
+			}
+		}()
+	}
+	return l
+}
+
+// without takes nd out of the pool: no call is on it when it returns.
+func (l *load) without(nd *node.Node) {
+	l.mu.Lock()
+	l.nodes = slices.DeleteFunc(l.nodes, func(x *node.Node) bool { return x == nd })
+	l.mu.Unlock()
+}
+
+func (l *load) with(nd *node.Node) {
+	l.mu.Lock()
+	l.nodes = append(l.nodes, nd)
+	l.mu.Unlock()
+}
+
+func (l *load) totalSent() int64 {
+	var s int64
+	for i := range l.sent {
+		s += l.sent[i].Load()
+	}
+	return s
+}
+
+func (l *load) totalAdmitted() int64 {
+	var s int64
+	for i := range l.admitted {
+		s += l.admitted[i].Load()
+	}
+	return s
+}
+
+// moreCalls waits until n more calls were made.
+func (l *load) moreCalls(n int64) {
+	l.t.Helper()
+	from := l.totalSent()
+	waitFor(l.t, 20*time.Second, fmt.Sprintf("%d more calls", n), func() bool { return l.totalSent() >= from+n })
+}
+
+func (l *load) finish() {
+	close(l.stop)
+	l.wg.Wait()
+}
+
+// check fails the test for any key admitted beyond its limit and for any
+// caller error, and returns the total admitted and the total limit.
+func (l *load) check() (admitted, limit int64) {
+	l.t.Helper()
+	over := 0
+	for k := range l.keys {
+		got, lim := l.admitted[k].Load(), l.rules[k].Limit
+		admitted += got
+		limit += lim
+		if got > lim {
+			if over++; over <= 10 {
+				l.t.Errorf("%s (%s): %d admitted, limit %d", l.keys[k], l.rules[k].Algorithm, got, lim)
+			}
+		}
+	}
+	if over > 0 {
+		l.t.Errorf("%d of %d keys over-admitted", over, len(l.keys))
+	}
+	if n := l.errs.Load(); n != 0 {
+		l.t.Errorf("%d caller errors", n)
+	}
+	return admitted, limit
+}
+
+// handoffKeys are keys of every algorithm, a Limit of limit per hour each.
+func handoffKeys(perAlg int, limit int64) ([]string, []ringlimit.Rule) {
+	var keys []string
+	var rules []ringlimit.Rule
+	for _, alg := range allAlgorithms {
+		for i := range perAlg {
+			keys = append(keys, fmt.Sprintf("%s:%d", alg, i))
+			rules = append(rules, ringlimit.Rule{Algorithm: alg, Limit: limit, Window: time.Hour})
+		}
+	}
+	return keys, rules
+}
+
+func logHandoffStats(t *testing.T, nodes []*node.Node) {
+	for _, nd := range nodes {
+		s := nd.Stats()
+		t.Logf("%s: handed off %d, received %d, pulls %d, redirects %d, hand-off failures %d, writes %d, loads %d",
+			nd.Name(), s.HandedOff, s.Received, s.Pulls, s.Redirects, s.HandoffFailures, s.Writes, s.Loads)
+	}
+}
+
+// Every node of a 4-node cluster is restarted in turn (Close, then a new
+// node of the same name joins) while 16 goroutines send hits for 150 keys of
+// every algorithm to the live nodes. The clock is frozen, so a key admits
+// its Limit once in all: a key whose state were lost at a restart would
+// admit it again. No key is admitted beyond its limit and no caller sees an
+// error, with no store, and with the store down (the hand-off does not need
+// it).
+func TestRollingRestartUnderLoad(t *testing.T) {
+	for _, storeDown := range []bool{false, true} {
+		t.Run(fmt.Sprintf("storeDown=%v", storeDown), func(t *testing.T) {
+			clk := testclock.New(time.Now())
+			var addr string
+			if storeDown {
+				srv := valkeytest.Start(t)
+				srv.Kill()
+				addr = srv.Addr()
+			}
+			c := nodetest.Start(t, 4, func(cfg *node.Config) {
+				cfg.Clock = clk
+				cfg.ForwardTimeout = 5 * time.Second // two cores under -race
+				if addr != "" {
+					cfg.ValkeyAddrs = []string{addr}
+				}
+			})
+			const limit = 100
+			keys, rules := handoffKeys(30, limit)
+			l := startLoad(t, c.Nodes, keys, rules, 16)
+			waitFor(t, 20*time.Second, "a third of the capacity used", func() bool {
+				return l.totalAdmitted() >= int64(len(keys))*limit/3
+			})
+			for i := range c.Nodes {
+				l.without(c.Nodes[i])
+				nd := c.Restart(t, i)
+				l.with(nd)
+				l.moreCalls(2000)
+			}
+			waitFor(t, 20*time.Second, "every key sent more than its limit", func() bool {
+				for k := range keys {
+					if l.sent[k].Load() <= limit+20 {
+						return false
+					}
+				}
+				return true
+			})
+			l.finish()
+			admitted, total := l.check()
+			t.Logf("admitted %d of a total limit %d over %d calls (local %d, peer %d, store %d, fallback %d)",
+				admitted, total, l.totalSent(), l.sources[0].Load(), l.sources[1].Load(), l.sources[2].Load(), l.sources[3].Load())
+			logHandoffStats(t, c.Nodes)
+			var received uint64
+			for _, nd := range c.Nodes {
+				received += nd.Stats().Received
+			}
+			if received == 0 {
+				t.Error("no node received a state: the test did not exercise the hand-off")
+			}
+		})
+	}
+}
+
+// A fourth node joins a 3-node cluster under load: the keys that move to
+// it keep their state; none is admitted beyond its limit.
+func TestScaleOutUnderLoad(t *testing.T) {
+	clk := testclock.New(time.Now())
+	c := nodetest.Start(t, 3, func(cfg *node.Config) {
+		cfg.Clock = clk
+		cfg.ForwardTimeout = 5 * time.Second
+	})
+	const limit = 100
+	keys, rules := handoffKeys(30, limit)
+	l := startLoad(t, c.Nodes, keys, rules, 16)
+	waitFor(t, 20*time.Second, "half the capacity used", func() bool {
+		return l.totalAdmitted() >= int64(len(keys))*limit/2
+	})
+	nd := c.Add(t)
+	l.with(nd)
+	waitFor(t, 20*time.Second, "every key sent more than its limit", func() bool {
+		for k := range keys {
+			if l.sent[k].Load() <= limit+20 {
+				return false
+			}
+		}
+		return true
+	})
+	l.moreCalls(2000)
+	l.finish()
+	admitted, total := l.check()
+	t.Logf("admitted %d of a total limit %d over %d calls", admitted, total, l.totalSent())
+	logHandoffStats(t, c.Nodes)
+	moved := 0
+	for _, k := range keys {
+		if nd.Owner(k) == nd.Name() {
+			moved++
+		}
+	}
+	if s := nd.Stats(); moved == 0 || s.Received == 0 {
+		t.Errorf("%d keys moved to the new node, it received %d states: the test did not exercise the hand-off", moved, s.Received)
+	}
+}
+
+// An owner crashes under load with the store up. Its keys' states were
+// written behind every 100 ms, so the peers that fall back to the store, and
+// then the keys' new owners (which load the states once), continue from
+// them: a key is over-admitted by at most the hits of about one
+// write-behind interval, instead of by everything the dead owner admitted.
+func TestOwnerCrashWriteBehindBoundsLoss(t *testing.T) {
+	srv := valkeytest.Start(t)
+	const interval = 100 * time.Millisecond
+	c := nodetest.Start(t, 3, func(cfg *node.Config) {
+		cfg.ValkeyAddrs = []string{srv.Addr()}
+		cfg.WriteBehind = interval
+		cfg.ForwardTimeout = time.Second
+		cfg.StoreTimeout = time.Second
+	})
+	victim, a, b := c.Nodes[0], c.Nodes[1], c.Nodes[2]
+	const limit = 1000
+	keys := keysOwnedBy(a, victim.Name(), 10)
+	rules := make([]ringlimit.Rule, len(keys))
+	for i := range rules {
+		rules[i] = ringlimit.Rule{Algorithm: ringlimit.SlidingLog, Limit: limit, Window: time.Hour}
+	}
+	start := time.Now()
+	l := startLoad(t, []*node.Node{a, b}, keys, rules, 8, time.Millisecond)
+	waitFor(t, 10*time.Second, "the owner writing behind", func() bool { return victim.Stats().Writes > 0 })
+	waitFor(t, 20*time.Second, "a quarter of the capacity used", func() bool {
+		return l.totalAdmitted() >= int64(len(keys))*limit/4
+	})
+	// The rate per key per write-behind interval, just before the crash.
+	a0, t0 := l.totalAdmitted(), time.Now()
+	waitFor(t, 20*time.Second, "half the capacity used", func() bool {
+		return l.totalAdmitted() >= int64(len(keys))*limit/2
+	})
+	perInterval := float64(l.totalAdmitted()-a0) / float64(len(keys)) / (float64(time.Since(t0)) / float64(interval))
+	beforeCrash := l.totalAdmitted()
+	node.Crash(victim)
+	crashed := time.Now()
+	c.WaitMembers(t, 10*time.Second, a, b)
+	t.Logf("crash after %s; the ring dropped the dead owner %s later", crashed.Sub(start), time.Since(crashed))
+	waitFor(t, 30*time.Second, "every key sent well over its limit", func() bool {
+		for k := range keys {
+			if l.sent[k].Load() <= 2*limit {
+				return false
+			}
+		}
+		return true
+	})
+	l.finish()
+	var worst int64
+	for k := range keys {
+		worst = max(worst, l.admitted[k].Load()-limit)
+	}
+	t.Logf("hits per key per %s before the crash: %.0f; admitted before the crash %d per key; worst over-admission %d per key (limit %d); sources local %d peer %d store %d fallback %d",
+		interval, perInterval, beforeCrash/int64(len(keys)), worst, limit,
+		l.sources[0].Load(), l.sources[1].Load(), l.sources[2].Load(), l.sources[3].Load())
+	logHandoffStats(t, []*node.Node{a, b})
+	if n := l.errs.Load(); n != 0 {
+		t.Errorf("%d caller errors", n)
+	}
+	// The dead owner's last interval (and the write in flight) is lost;
+	// allow two intervals' worth and some scheduling slack, far below what
+	// it had admitted (half the limit).
+	if bound := int64(2*perInterval) + 10; worst > bound {
+		t.Errorf("over-admitted by up to %d per key, more than two write-behind intervals' worth (%d)", worst, bound)
+	}
+	var loads uint64
+	for _, nd := range []*node.Node{a, b} {
+		loads += nd.Stats().Loads
+	}
+	if loads == 0 {
+		t.Error("no new owner loaded a state from the store")
+	}
+}
+
+// With the store down, the write-behind keeps at most WriteBehindQueue
+// states and counts the ones it drops; decisions go on, locally, without
+// an error and without allocating.
+func TestWriteBehindStoreDownDropsOldest(t *testing.T) {
+	srv := valkeytest.Start(t)
+	srv.Kill()
+	c := nodetest.Start(t, 1, func(cfg *node.Config) {
+		cfg.ValkeyAddrs = []string{srv.Addr()}
+		cfg.WriteBehind = 10 * time.Millisecond
+		cfg.WriteBehindQueue = 100
+		cfg.HandoffWindow = 10 * time.Millisecond
+	})
+	a := c.Nodes[0]
+	waitFor(t, 5*time.Second, "the end of the hand-off window", func() bool { return !a.Stats().Changing })
+	rule := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: 10, Window: time.Hour}
+	for i := range 1000 {
+		d, err := a.Allow(ctx, fmt.Sprint("down", i), rule)
+		if err != nil || !d.Allowed || d.Source != ringlimit.Local {
+			t.Fatalf("call %d: %+v, %v", i, d, err)
+		}
+	}
+	waitFor(t, 5*time.Second, "900 drops", func() bool { return a.Stats().WriteDrops >= 900 })
+	s := a.Stats()
+	if s.Writes != 0 || s.WriteFailures == 0 || s.WriteDrops != 900 {
+		t.Fatalf("writes %d, failures %d, drops %d; want 0, some, 900", s.Writes, s.WriteFailures, s.WriteDrops)
+	}
+	hot := ringlimit.Rule{Limit: 1_000_000, Window: time.Hour}
+	a.Allow(ctx, "hot", hot)
+	if allocs := testing.AllocsPerRun(1000, func() { a.Allow(ctx, "hot", hot) }); allocs != 0 {
+		t.Fatalf("%v allocs per owned-key decision with write-behind on", allocs)
+	}
+	// The store comes back: the queue drains.
+	srv.Restart()
+	waitFor(t, 10*time.Second, "the queued states written", func() bool { return a.Stats().Writes >= 100 })
+}
+
+// exhaust uses up key's limit at nd and checks that one more hit is denied.
+func exhaust(t *testing.T, nd *node.Node, key string, rule ringlimit.Rule) {
+	t.Helper()
+	for i := range rule.Limit {
+		if d, err := nd.Allow(ctx, key, rule); err != nil || !d.Allowed {
+			t.Fatalf("%s hit %d: %+v, %v", key, i, d, err)
+		}
+	}
+}
+
+// denied checks that key, exhausted before an ownership change, is still
+// denied after it, from every node.
+func denied(t *testing.T, nodes []*node.Node, keys []string, rule ringlimit.Rule, what string) {
+	t.Helper()
+	for _, nd := range nodes {
+		for _, k := range keys {
+			d, err := nd.Allow(ctx, k, rule)
+			if err != nil || d.Allowed {
+				t.Fatalf("%s: %s at %s (owner %s): %+v, %v; want denied", what, k, nd.Name(), nd.Owner(k), d, err)
+			}
+		}
+	}
+}
+
+// With no traffic while it happens, the keys of a node that leaves reach
+// their next owners by its push alone (the hand-off window is short, so no
+// pull covers for it), and stay exhausted.
+func TestLeavePushesIdleKeys(t *testing.T) {
+	clk := testclock.New(time.Now())
+	c := nodetest.Start(t, 3, func(cfg *node.Config) {
+		cfg.Clock = clk
+		cfg.HandoffWindow = 20 * time.Millisecond
+	})
+	leaver, a, b := c.Nodes[0], c.Nodes[1], c.Nodes[2]
+	rule := ringlimit.Rule{Algorithm: ringlimit.SlidingLog, Limit: 5, Window: time.Hour}
+	keys := keysOwnedBy(a, leaver.Name(), 20)
+	for _, k := range keys {
+		exhaust(t, a, k, rule)
+	}
+	if err := leaver.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c.WaitMembers(t, 10*time.Second, a, b)
+	waitFor(t, 5*time.Second, "the end of the hand-off window", func() bool { return !a.Stats().Changing && !b.Stats().Changing })
+	if s := leaver.Stats(); s.HandedOff != uint64(len(keys)) {
+		t.Fatalf("handed off %d states, want %d", s.HandedOff, len(keys))
+	}
+	denied(t, []*node.Node{a, b}, keys, rule, "after the leave")
+}
+
+// With no traffic while it happens, the keys that move to a node that joins
+// reach it by the old owners' pushes alone, and stay exhausted.
+func TestJoinPushesIdleKeys(t *testing.T) {
+	clk := testclock.New(time.Now())
+	c := nodetest.Start(t, 2, func(cfg *node.Config) {
+		cfg.Clock = clk
+		cfg.HandoffWindow = 20 * time.Millisecond
+	})
+	a := c.Nodes[0]
+	rule := ringlimit.Rule{Algorithm: ringlimit.TokenBucket, Limit: 5, Window: time.Hour}
+	var keys []string
+	for i := range 200 {
+		keys = append(keys, fmt.Sprint("idle", i))
+	}
+	for _, k := range keys {
+		exhaust(t, a, k, rule)
+	}
+	j := c.Add(t)
+	var moved []string
+	for _, k := range keys {
+		if j.Owner(k) == j.Name() {
+			moved = append(moved, k)
+		}
+	}
+	if len(moved) == 0 {
+		t.Fatal("no key moved to the new node")
+	}
+	waitFor(t, 5*time.Second, "the pushes and the end of the hand-off window", func() bool {
+		for _, nd := range c.Nodes {
+			if nd.Stats().Changing {
+				return false
+			}
+		}
+		return j.Stats().Received >= uint64(len(moved))
+	})
+	if s := j.Stats(); s.Pulls != 0 {
+		t.Logf("the new node pulled %d states", s.Pulls)
+	}
+	denied(t, c.Nodes, moved, rule, "after the join")
+}

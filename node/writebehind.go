@@ -1,0 +1,93 @@
+package node
+
+import (
+	"context"
+	"time"
+
+	"github.com/ringlimit/ringlimit/local"
+	"github.com/ringlimit/ringlimit/remote"
+)
+
+// stateStore is what the write-behind and the load on ownership gain need
+// from the central store. remote.Connector implements it; a Config.Store
+// that implements it is used the same way.
+type stateStore interface {
+	WriteStates(ctx context.Context, states []remote.KeyState) error
+	LoadState(ctx context.Context, key string) (remote.State, time.Duration, bool, error)
+}
+
+var _ stateStore = (*remote.Connector)(nil)
+
+// run is the node's housekeeping goroutine: every tick it ends the
+// hand-off window when it is over, forgets expired moved marks, and writes
+// the states changed since the last tick to the store (write-behind).
+//
+// The write-behind never blocks a decision: decisions only set a mark in
+// their entry (local.Config.TrackChanges), and this goroutine drains the
+// marks. While the store is slow or down the states wait in a queue of at
+// most WriteBehindQueue; beyond it the oldest are dropped and counted.
+func (n *Node) run() {
+	defer n.wg.Done()
+	every := n.cfg.WriteBehind
+	if every <= 0 {
+		every = 100 * time.Millisecond
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	var queue []remote.KeyState
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+		}
+		n.housekeep()
+		if n.states == nil || n.cfg.WriteBehind < 0 || n.closed.Load() {
+			continue
+		}
+		queue = n.writeBehind(queue)
+	}
+}
+
+func (n *Node) housekeep() {
+	if n.mode.Load()&modeTransition != 0 && time.Now().UnixNano() > n.transitionUntil.Load() {
+		n.mode.And(^uint32(modeTransition))
+		if time.Now().UnixNano() <= n.transitionUntil.Load() { // a change came in between
+			n.mode.Or(modeTransition)
+		}
+	}
+	now := time.Now()
+	n.movedMu.Lock()
+	for k, m := range n.moved {
+		if now.After(m.until) {
+			delete(n.moved, k)
+		}
+	}
+	n.movedMu.Unlock()
+}
+
+// writeBehind drains the changed states into queue and writes the queue in
+// one pipelined round trip. It returns what is left to write.
+func (n *Node) writeBehind(queue []remote.KeyState) []remote.KeyState {
+	now := n.nowMs()
+	n.local.Drain(func(key string, s local.State) {
+		queue = append(queue, remote.KeyState{Key: key, State: toRemote(s), TTL: time.Duration(s.Until-now) * time.Millisecond})
+	})
+	if over := len(queue) - n.cfg.WriteBehindQueue; over > 0 {
+		n.stats.drops.Add(uint64(over))
+		queue = append(queue[:0], queue[over:]...)
+	}
+	if len(queue) == 0 {
+		return queue
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), max(n.cfg.StoreTimeout, n.cfg.WriteBehind))
+	err := n.states.WriteStates(ctx, queue)
+	cancel()
+	if err != nil {
+		n.stats.writeFailures.Add(1)
+		return queue
+	}
+	n.stats.writes.Add(uint64(len(queue)))
+	clear(queue)
+	return queue[:0]
+}

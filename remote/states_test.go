@@ -1,0 +1,73 @@
+package remote_test
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/ringlimit/ringlimit"
+	"github.com/ringlimit/ringlimit/internal/testclock"
+	"github.com/ringlimit/ringlimit/internal/valkeytest"
+	"github.com/ringlimit/ringlimit/remote"
+)
+
+// WriteStates stores states the scripts continue from, with their TTLs;
+// LoadState reads them back; a Connector that is not connected says so.
+func TestWriteAndLoadStates(t *testing.T) {
+	srv, c := server(t)
+	ctx := context.Background()
+	at := time.Now()
+	clk := testclock.New(at)
+	l := remote.New(c, remote.Config{Clock: clk})
+	ms := at.UnixMilli()
+	rule := ringlimit.Rule{Algorithm: ringlimit.SlidingLog, Limit: 10, Window: time.Minute}
+	logState := remote.State{Algorithm: ringlimit.SlidingLog, Window: 60000, Log: []remote.LogEntry{{ms - 5, 4}, {ms - 1, 3}}}
+	fixed := remote.State{Algorithm: ringlimit.FixedWindow, Window: 60000, A: ms / 60000, B: 9}
+	err := l.WriteStates(ctx, []remote.KeyState{
+		{Key: "log", State: logState, TTL: time.Minute},
+		{Key: "fixed", State: fixed, TTL: 30 * time.Second},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ttl, ok, err := l.LoadState(ctx, "log")
+	if err != nil || !ok || !reflect.DeepEqual(got, logState) || ttl <= 59*time.Second || ttl > time.Minute {
+		t.Fatalf("LoadState: %+v %v %v %v", got, ttl, ok, err)
+	}
+	if _, _, ok, err := l.LoadState(ctx, "absent"); ok || err != nil {
+		t.Fatalf("LoadState of an absent key: %v %v", ok, err)
+	}
+	admitted := 0
+	for range 5 {
+		if d, err := l.AllowN(ctx, "log", rule, 1); err != nil {
+			t.Fatal(err)
+		} else if d.Allowed {
+			admitted++
+		}
+	}
+	if admitted != 3 {
+		t.Fatalf("the script admitted %d after a written log of 7 of 10", admitted)
+	}
+	frule := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: 10, Window: time.Minute}
+	if d, _ := l.AllowN(ctx, "fixed", frule, 1); d.Remaining != 0 || !d.Allowed {
+		t.Fatalf("after a written count of 9 of 10: %+v", d)
+	}
+
+	dead := valkeytest.Start(t)
+	dead.Kill()
+	k := remote.Connect(remote.ClientOption{InitAddress: []string{dead.Addr()}, DisableCache: true, ForceSingleClient: true},
+		remote.Config{}, remote.ConnectConfig{})
+	defer k.Close()
+	if err := k.WriteStates(ctx, []remote.KeyState{{Key: "x", State: fixed, TTL: time.Second}}); !errors.Is(err, remote.ErrNotConnected) {
+		t.Fatalf("WriteStates before connecting: %v", err)
+	}
+	if _, _, _, err := k.LoadState(ctx, "x"); !errors.Is(err, remote.ErrNotConnected) {
+		t.Fatalf("LoadState before connecting: %v", err)
+	}
+	srv.Kill()
+	if err := l.WriteStates(ctx, []remote.KeyState{{Key: "x", State: fixed, TTL: time.Second}}); err == nil {
+		t.Fatal("WriteStates to a dead server succeeded")
+	}
+}
