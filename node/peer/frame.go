@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/ringlimit/ringlimit"
@@ -294,6 +295,12 @@ func parseResult(body []byte) (Result, error) {
 	}
 	u := func(i int) int64 { return int64(binary.BigEndian.Uint64(body[3+8*i:])) }
 	ms := func(i int) time.Duration { return time.Duration(u(i)) * time.Millisecond }
+	for i := range 5 {
+		// Counts are never negative, and durations must fit a Duration.
+		if v := u(i); v < 0 || (i >= 2 && v > math.MaxInt64/int64(time.Millisecond)) {
+			return Result{}, fmt.Errorf("%w: result field %d is %d", ErrMalformed, i, v)
+		}
+	}
 	r := Result{Decision: ringlimit.Decision{
 		Allowed: body[1] == 1, Source: ringlimit.Source(body[2]),
 		Limit: u(0), Remaining: u(1), RetryAfter: ms(2), ResetAfter: ms(3), Delay: ms(4),
