@@ -218,7 +218,14 @@ func (n *Node) ensureState(ctx context.Context, key, from string) {
 	n.load(ctx, key)
 }
 
-func (n *Node) pullTimeout() time.Duration { return max(2*n.cfg.ForwardTimeout, 500*time.Millisecond) }
+// pullTimeout bounds a pull (and the wait for a push in flight), and
+// loadTimeout the load from the store after it, by a third of the forward
+// timeout each: an owner waiting for a key's state must still answer a
+// forwarded call before the forwarder gives up on it (which would send the
+// call to the store as well, charging it twice).
+func (n *Node) pullTimeout() time.Duration { return n.cfg.ForwardTimeout / 3 }
+
+func (n *Node) loadTimeout() time.Duration { return min(n.cfg.StoreTimeout, n.cfg.ForwardTimeout/3) }
 
 // install imports a state received from a peer.
 func (n *Node) install(key string, v []byte) {
@@ -234,12 +241,12 @@ func (n *Node) install(key string, v []byte) {
 }
 
 // load installs key's state from the store, if there is one and it answers
-// within StoreTimeout.
+// within the load timeout.
 func (n *Node) load(ctx context.Context, key string) {
 	if n.states == nil {
 		return
 	}
-	lctx, cancel := context.WithTimeout(ctx, n.cfg.StoreTimeout)
+	lctx, cancel := context.WithTimeout(ctx, n.loadTimeout())
 	defer cancel()
 	rs, ttl, ok, err := n.states.LoadState(lctx, key)
 	if err != nil {

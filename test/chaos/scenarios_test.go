@@ -42,8 +42,8 @@ func rollingRestart(t *testing.T, bin string) row {
 		ru.r.recover = max(ru.r.recover, c.restart(i))
 	}
 	ru.recovered()
-	// Every node restarted: each is compared with its first incarnation.
-	return ru.finish(all, all, func(string) int { return keyBound(ruleLimit, 1, true, 1) }, false)
+	// Every key's state was handed on at each leave: nothing extra.
+	return ru.finish(all, all, func(string) int { return leaveBound(ruleLimit) }, false)
 }
 
 // 3. A node SIGSTOPped (a gray failure: its sockets stay open, nothing
@@ -168,7 +168,7 @@ func partition(t *testing.T, bin string, hold time.Duration) row {
 	side := func(name string) int { return b2i(name == c.procs[lone].name) }
 	worst, least := [2]int{}, [2]int{ruleLimit, ruleLimit}
 	for _, k := range pkeys {
-		var got, tried [2]int
+		var got [2]int
 		ks := ru.l.perKey[k]
 		if ks == nil {
 			t.Errorf("split key %s: no calls", k)
@@ -177,18 +177,15 @@ func partition(t *testing.T, bin string, hold time.Duration) row {
 		for name, n := range ks.allowedBy {
 			got[side(name)] += n
 		}
-		for name, n := range ks.attemptsBy {
-			tried[side(name)] += n
-		}
 		for s := range got {
 			worst[s], least[s] = max(worst[s], got[s]), min(least[s], got[s])
 			if got[s] > partitionSideBound(ruleLimit) {
 				t.Errorf("split key %s: side %d admitted %d, limit %d (%v)", k, s, got[s], ruleLimit, ks.allowedBy)
 			}
-			// Exact: a side that was asked more than the limit admitted it all.
-			if tried[s] > ruleLimit && got[s] < ruleLimit {
-				t.Errorf("split key %s: side %d admitted %d of %d calls, limit %d", k, s, got[s], tried[s], ruleLimit)
-			}
+			// Not exact from below: both sides share the store, so a side
+			// that takes a key over loads what the other side wrote behind
+			// for it, and admits less than a whole limit of its own. The
+			// table reports the least admitted per side.
 		}
 		if f := ks.allowedFrom["store"] + ks.allowedFrom["fallback"]; f > 0 {
 			t.Errorf("split key %s: %d admissions from store/fallback: a side did not own it", k, f)
