@@ -55,7 +55,7 @@ func New(c Config) *Limiter {
 		if i < maxKeys%n {
 			per++
 		}
-		l.shards[i].init(int32(per))
+		l.shards[i].init(int32(per), l.seed)
 		l.shards[i].track = c.TrackChanges
 	}
 	return l
@@ -117,7 +117,7 @@ func (l *Limiter) Stats() Stats {
 	for i := range l.shards {
 		s := &l.shards[i]
 		s.mu.Lock()
-		st.Keys += len(s.keys)
+		st.Keys += s.nkeys
 		st.Evicted += s.evicted
 		st.EvictedLive += s.evictedLive
 		st.Expired += s.expired

@@ -82,7 +82,7 @@ func (l *Limiter) Export(key string) (State, bool) {
 	s, now := l.shard(key), l.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	i, ok := s.keys[key]
+	i, ok := s.lookup(key)
 	if !ok || !s.at(i).live(now) {
 		return State{}, false
 	}
@@ -95,7 +95,7 @@ func (l *Limiter) Has(key string) bool {
 	s, now := l.shard(key), l.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	i, ok := s.keys[key]
+	i, ok := s.lookup(key)
 	return ok && s.at(i).live(now)
 }
 
@@ -105,7 +105,7 @@ func (l *Limiter) Take(key string) (State, bool) {
 	s, now := l.shard(key), l.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	i, ok := s.keys[key]
+	i, ok := s.lookup(key)
 	if !ok {
 		return State{}, false
 	}
@@ -126,7 +126,7 @@ func (l *Limiter) Give(key string, until int64) (State, bool) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	i, ok := s.keys[key]
+	i, ok := s.lookup(key)
 	var st State
 	live := false
 	if ok {
@@ -144,7 +144,7 @@ func (l *Limiter) Give(key string, until int64) (State, bool) {
 func (l *Limiter) Unmark(key string) {
 	s := l.shard(key)
 	s.mu.Lock()
-	if i, ok := s.keys[key]; ok && s.at(i).tag == movedTag {
+	if i, ok := s.lookup(key); ok && s.at(i).tag == movedTag {
 		s.remove(i)
 	}
 	s.mu.Unlock()
@@ -173,7 +173,7 @@ func (l *Limiter) Import(key string, st State) bool {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	i, ok := s.keys[key]
+	i, ok := s.lookup(key)
 	if ok && s.at(i).live(now) {
 		return false
 	}
@@ -201,11 +201,11 @@ func (l *Limiter) Range(f func(key string, s State) bool) {
 		s := &l.shards[i]
 		buf = buf[:0]
 		s.mu.Lock()
-		for key, j := range s.keys {
+		s.indexRange(func(j int32) {
 			if e := s.at(j); e.live(now) {
-				buf = append(buf, kv{key, e.export()})
+				buf = append(buf, kv{e.key, e.export()})
 			}
-		}
+		})
 		s.mu.Unlock()
 		for _, x := range buf {
 			if !f(x.key, x.s) {

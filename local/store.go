@@ -1,6 +1,7 @@
 package local
 
 import (
+	"hash/maphash"
 	"strings"
 	"sync"
 
@@ -26,15 +27,17 @@ const (
 
 // shard is a bounded LRU map from key to state behind one mutex.
 type shard struct {
-	mu    sync.Mutex
-	keys  map[string]int32
-	pages [][]entry
-	used  int32 // slots ever handed out; slots below it are in use or on the free list
-	free  int32 // free list head
-	head  int32 // most recently used
-	tail  int32 // least recently used
-	max   int32 // capacity
-	hand  int32 // sweep cursor
+	mu      sync.Mutex
+	seed    maphash.Seed
+	buckets []uint64 // the index from key to slot (index.go)
+	nkeys   int
+	pages   [][]entry
+	used    int32 // slots ever handed out; slots below it are in use or on the free list
+	free    int32 // free list head
+	head    int32 // most recently used
+	tail    int32 // least recently used
+	max     int32 // capacity
+	hand    int32 // sweep cursor
 
 	evicted, evictedLive, expired uint64
 
@@ -45,8 +48,8 @@ type shard struct {
 	_ [64]byte // keep neighbouring shards' locks off this cache line
 }
 
-func (s *shard) init(max int32) {
-	s.keys = make(map[string]int32)
+func (s *shard) init(max int32, seed maphash.Seed) {
+	s.initIndex(seed)
 	s.free, s.head, s.tail, s.max = none, none, none, max
 }
 
@@ -88,7 +91,7 @@ func (s *shard) touch(i int32) {
 // remove drops the key in slot i and frees the slot.
 func (s *shard) remove(i int32) {
 	e := s.at(i)
-	delete(s.keys, e.key)
+	s.indexDel(e.key)
 	s.unlink(i)
 	*e = entry{next: s.free}
 	s.free = i
@@ -143,7 +146,7 @@ func (s *shard) insert(key string, now int64) int32 {
 	}
 	e := s.at(i)
 	e.key = strings.Clone(key)
-	s.keys[e.key] = i
+	s.indexPut(e.key, i)
 	s.pushFront(i)
 	return i
 }
@@ -159,7 +162,7 @@ func (s *shard) apply(key string, alg ringlimit.Algorithm, p params, now, n int6
 	if s.frozen {
 		return ringlimit.Decision{}, ErrMoved
 	}
-	i, ok := s.keys[key]
+	i, ok := s.lookup(key)
 	var fresh state
 	st := &fresh
 	if ok {
@@ -195,7 +198,7 @@ func (s *shard) apply(key string, alg ringlimit.Algorithm, p params, now, n int6
 
 func (s *shard) reset(key string) {
 	s.mu.Lock()
-	if i, ok := s.keys[key]; ok {
+	if i, ok := s.lookup(key); ok {
 		s.remove(i)
 	}
 	s.mu.Unlock()
