@@ -15,12 +15,6 @@ type stampLog struct {
 
 const maxSlotCount = 1<<32 - 1
 
-func (l *stampLog) len() int64 {
-	if l == nil {
-		return 0
-	}
-	return l.total
-}
 
 func (l *stampLog) slot(i int) uint64 { return l.buf[(l.head+i)%len(l.buf)] }
 
@@ -126,6 +120,3 @@ func (l *stampLog) push(v uint64, limit int64) {
 	l.buf[(l.head+l.n)%len(l.buf)] = v
 	l.n++
 }
-
-// reset empties the log, keeping its buffer.
-func (l *stampLog) reset() { l.head, l.n, l.total = 0, 0, 0 }

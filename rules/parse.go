@@ -57,7 +57,7 @@ func (p *parser) fail(line int, err error) {
 }
 
 func (p *parser) failf(line int, format string, args ...any) {
-	p.fail(line, errors.New(fmt.Sprintf(format, args...)))
+	p.fail(line, fmt.Errorf(format, args...))
 }
 
 func (p *parser) err() error {

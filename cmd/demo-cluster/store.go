@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -139,12 +138,3 @@ func freeAddr() (string, error) {
 	return ln.Addr().String(), nil
 }
 
-// freePort is freeAddr's port.
-func freePort() (int, error) {
-	a, err := freeAddr()
-	if err != nil {
-		return 0, err
-	}
-	_, p, _ := net.SplitHostPort(a)
-	return strconv.Atoi(p)
-}

@@ -42,8 +42,6 @@ type decision struct {
 	Error   string `json:"error"`
 }
 
-var sources = []string{"local", "peer", "store", "fallback"}
-
 // keyStat is what the harness saw for one key.
 type keyStat struct {
 	attempts, allowed int
