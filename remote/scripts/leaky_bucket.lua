@@ -1,12 +1,5 @@
 -- Leaky bucket. State: tag, level i8, last update ms i8.
-local st = stored()
-local level, last = 0, 0
-if st then level, last = struct.unpack('<i8i8', st, 10) end
-local t = math.max(now, last)
-local el = t - last
-if el > 0 then
-  if el >= cdiv(level, limit) then level = 0 else level = level - el * limit end
-end
+local level, t = bucket()
 local allowed, retry, delay = 0, 0, 0
 if fdiv(level, window) + n <= burst then
   allowed = 1

@@ -49,3 +49,16 @@ end
 local function reply(allowed, remaining, retry, reset, delay)
   return struct.pack('<i8i8i8i8i8', allowed, remaining, retry, reset, delay)
 end
+-- bucket returns a bucket's level drained to t = max(now, last update), and
+-- t (local/algorithms.go: drain). State: tag, level i8, last update ms i8.
+local function bucket()
+  local st = stored()
+  local level, last = 0, 0
+  if st then level, last = struct.unpack('<i8i8', st, 10) end
+  local t = math.max(now, last)
+  local el = t - last
+  if el > 0 then
+    if el >= cdiv(level, limit) then level = 0 else level = level - el * limit end
+  end
+  return level, t
+end
