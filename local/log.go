@@ -15,7 +15,6 @@ type stampLog struct {
 
 const maxSlotCount = 1<<32 - 1
 
-
 func (l *stampLog) slot(i int) uint64 { return l.buf[(l.head+i)%len(l.buf)] }
 
 func (l *stampLog) stamp(v uint64) int64 { return l.base + int64(v>>32) }
