@@ -39,6 +39,10 @@ const (
 // maxRedirects bounds the "moved" answers one call follows.
 const maxRedirects = 2
 
+// errPeerGone is why a push stops when its target left the ring between
+// attempts.
+var errPeerGone = errors.New("node: hand-off target left")
+
 // batchBytes is the size a push batch is cut at.
 const batchBytes = 256 << 10
 
@@ -183,10 +187,13 @@ func (n *Node) pushBatch(pc *peerConn, keys []string, take func(string) (local.S
 	// states back while the target may hold them (two holders would both
 	// admit). Installing is idempotent (a key that holds a state keeps
 	// it), so try again, on a fresh connection if the old one was dropped.
+	// The target may leave between attempts: its name stays for the log.
+	to := pc.name
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
 		if attempt > 0 {
-			if pc = n.peers.get(pc.name); pc == nil {
+			if pc = n.peers.get(to); pc == nil {
+				err = errors.Join(err, errPeerGone)
 				break
 			}
 		}
@@ -198,7 +205,7 @@ func (n *Node) pushBatch(pc *peerConn, keys []string, take func(string) (local.S
 		}
 		err = errors.Join(err, res.Err)
 	}
-	n.cfg.Logger.Warn("node: hand-off push failed", "node", n.name, "to", pc.name, "keys", len(items), "err", err)
+	n.cfg.Logger.Warn("node: hand-off push failed", "node", n.name, "to", to, "keys", len(items), "err", err)
 	n.stats.handoffFailures.Add(uint64(len(items)))
 	for _, t := range done {
 		undo(t.key, t.st, t.ok)
