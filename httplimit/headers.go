@@ -18,21 +18,41 @@ const (
 	hXRetryAfter = "X-Ratelimit-Retry-After"
 )
 
-// setHeaders writes the rate-limit headers for the decisions res, res[top]
-// being the most restrictive:
+// HeaderStyle chooses which rate-limit headers a Middleware sets, in the
+// spirit of express-rate-limit's standardHeaders. Every style sets
+// Retry-After (and X-RateLimit-Retry-After) on a denial.
+type HeaderStyle uint8
+
+const (
+	// HeadersDraft10, the default: draft-ietf-httpapi-ratelimit-headers-10's
+	// RateLimit-Policy ("name";q=Limit;w=Window for each rule applied) and
+	// RateLimit ("name";r=Remaining;t=Reset for each), plus X-RateLimit-*.
+	HeadersDraft10 HeaderStyle = iota
+	// HeadersDraft7: draft 7's combined form, which most client libraries
+	// of 2024–2026 parse: RateLimit: limit=L, remaining=R, reset=S for the
+	// binding decision, RateLimit-Policy: L;w=W for each rule applied, plus
+	// X-RateLimit-*.
+	HeadersDraft7
+	// HeadersLegacy: X-RateLimit-Limit, -Remaining and -Reset only.
+	HeadersLegacy
+)
+
+// setHeaders writes the rate-limit headers of style for the decisions res,
+// res[top] being the binding one:
 //
 //	X-RateLimit-Limit      res[top]'s Limit
 //	X-RateLimit-Remaining  res[top]'s Remaining
 //	X-RateLimit-Reset      seconds until res[top] resets (ResetAfter, rounded up)
-//	RateLimit-Policy       "name";q=Limit;w=Window-seconds for each, comma separated
-//	RateLimit              "name";r=Remaining;t=reset-seconds for each
+//	RateLimit-Policy       draft 10: "name";q=Limit;w=Window-seconds for each, comma separated
+//	                       draft 7:  Limit;w=Window-seconds for each
+//	RateLimit              draft 10: "name";r=Remaining;t=reset-seconds for each
+//	                       draft 7:  limit=L, remaining=R, reset=S of res[top]
 //	Retry-After            when res[top] denies and retry is set: RetryAfter in seconds,
 //	                       rounded up, at least 1
 //	X-RateLimit-Retry-After the same value, under the name the first seed article uses
 //
-// (draft-ietf-httpapi-ratelimit-headers-10 for the last three but one). All
-// values share one string and one slice: two allocations.
-func setHeaders(h http.Header, res []applied, top int, retry bool) {
+// All values share one string and one slice: two allocations.
+func setHeaders(h http.Header, res []applied, top int, retry bool, style HeaderStyle) {
 	var buf [256]byte
 	b := buf[:0]
 	var ends [6]int
@@ -43,28 +63,50 @@ func setHeaders(h http.Header, res []applied, top int, retry bool) {
 	ends[1] = len(b)
 	b = strconv.AppendInt(b, ceilSeconds(d.ResetAfter), 10)
 	ends[2] = len(b)
-	for i, a := range res {
-		if i > 0 {
-			b = append(b, ", "...)
+	switch style {
+	case HeadersDraft10:
+		for i, a := range res {
+			if i > 0 {
+				b = append(b, ", "...)
+			}
+			b = appendSFString(b, a.name)
+			b = append(b, ";q="...)
+			b = strconv.AppendInt(b, a.rule.Limit, 10)
+			b = append(b, ";w="...)
+			b = strconv.AppendInt(b, max(1, ceilSeconds(a.rule.Window)), 10)
 		}
-		b = appendSFString(b, a.name)
-		b = append(b, ";q="...)
-		b = strconv.AppendInt(b, a.rule.Limit, 10)
-		b = append(b, ";w="...)
-		b = strconv.AppendInt(b, max(1, ceilSeconds(a.rule.Window)), 10)
-	}
-	ends[3] = len(b)
-	for i, a := range res {
-		if i > 0 {
-			b = append(b, ", "...)
+		ends[3] = len(b)
+		for i, a := range res {
+			if i > 0 {
+				b = append(b, ", "...)
+			}
+			b = appendSFString(b, a.name)
+			b = append(b, ";r="...)
+			b = strconv.AppendInt(b, a.d.Remaining, 10)
+			b = append(b, ";t="...)
+			b = strconv.AppendInt(b, ceilSeconds(a.d.ResetAfter), 10)
 		}
-		b = appendSFString(b, a.name)
-		b = append(b, ";r="...)
-		b = strconv.AppendInt(b, a.d.Remaining, 10)
-		b = append(b, ";t="...)
-		b = strconv.AppendInt(b, ceilSeconds(a.d.ResetAfter), 10)
+		ends[4] = len(b)
+	case HeadersDraft7:
+		for i, a := range res {
+			if i > 0 {
+				b = append(b, ", "...)
+			}
+			b = strconv.AppendInt(b, a.rule.Limit, 10)
+			b = append(b, ";w="...)
+			b = strconv.AppendInt(b, max(1, ceilSeconds(a.rule.Window)), 10)
+		}
+		ends[3] = len(b)
+		b = append(b, "limit="...)
+		b = strconv.AppendInt(b, d.Limit, 10)
+		b = append(b, ", remaining="...)
+		b = strconv.AppendInt(b, d.Remaining, 10)
+		b = append(b, ", reset="...)
+		b = strconv.AppendInt(b, ceilSeconds(d.ResetAfter), 10)
+		ends[4] = len(b)
+	default: // HeadersLegacy: no RateLimit fields
+		ends[3], ends[4] = len(b), len(b)
 	}
-	ends[4] = len(b)
 	n := 5
 	if !d.Allowed && retry {
 		b = strconv.AppendInt(b, retryAfterSeconds(d.RetryAfter), 10)
@@ -81,8 +123,10 @@ func setHeaders(h http.Header, res []applied, top int, retry bool) {
 	h[hLimit] = vals[0:1:1]
 	h[hRemaining] = vals[1:2:2]
 	h[hReset] = vals[2:3:3]
-	h[hPolicy] = vals[3:4:4]
-	h[hRateLimit] = vals[4:5:5]
+	if style != HeadersLegacy {
+		h[hPolicy] = vals[3:4:4]
+		h[hRateLimit] = vals[4:5:5]
+	}
 	if n == 6 {
 		h[hRetryAfter] = vals[5:6:6]
 		h[hXRetryAfter] = vals[5:6:6]

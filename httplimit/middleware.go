@@ -78,6 +78,10 @@ func WithFailOpen() Option { return func(m *Middleware) { m.failOpen = true } }
 // on live traffic.
 func WithShadow() Option { return func(m *Middleware) { m.shadow = true } }
 
+// WithHeaderStyle chooses the rate-limit headers set on every limited
+// response. If not given, HeadersDraft10.
+func WithHeaderStyle(s HeaderStyle) Option { return func(m *Middleware) { m.style = s } }
+
 // WithLogger sets where limiter errors are logged. If not given, nowhere.
 func WithLogger(l *slog.Logger) Option { return func(m *Middleware) { m.log = l } }
 
@@ -102,6 +106,7 @@ type Middleware struct {
 	keyErr   ErrorFunc
 	failOpen bool
 	shadow   bool
+	style    HeaderStyle
 	log      *slog.Logger
 
 	allowed, deniedN, wouldDeny, keyErrors, limiterErrors, delayExpired atomic.Uint64
@@ -203,7 +208,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 
 	top := mostRestrictive(res)
-	setHeaders(w.Header(), res, top, !m.shadow)
+	setHeaders(w.Header(), res, top, !m.shadow, m.style)
 	if d := res[top].d; !d.Allowed {
 		if m.shadow {
 			m.wouldDeny.Add(1)
