@@ -40,6 +40,13 @@ func Load(path string) (*Set, error) {
 //	    limit: 10            # hits per window, > 0
 //	    window: 60s          # a Go duration: 500ms, 60s, 1h
 //	    burst: 0             # bucket capacity; 0 means limit
+//	    # or several limits, applied all or nothing, instead of limit/window/burst:
+//	    # limits: [{limit: 10, window: 1s}, {limit: 1000, window: 24h}]
+//	    overrides:           # optional: other limits for some subjects (see Override)
+//	      - match: {header: {X-Tier: gold}}
+//	        limits: [{limit: 100, window: 1s}]
+//	      - keys: [key-123]  # values of the rule's key
+//	        unlimited: true
 //	  - endpoint: /api/posts # shorthand for match: {path: /api/posts}
 //	    limit: 5
 //	    window: 60s
@@ -144,6 +151,7 @@ func (p *parser) rule(n *yaml.Node) (e entry, nameLine int, ok bool) {
 	r := Rule{Line: n.Line}
 	lines := map[string]int{} // field → line of its value
 	keyText, endpoint := "ip", ""
+	var limitsNode, overridesNode *yaml.Node
 	seen := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
@@ -176,12 +184,11 @@ func (p *parser) rule(n *yaml.Node) (e entry, nameLine int, ok bool) {
 		case "burst":
 			r.Rule.Burst = p.int(v, "burst")
 		case "window":
-			s := p.str(v)
-			d, err := time.ParseDuration(s)
-			if err != nil {
-				p.failf(v.Line, "window %q is not a duration (like 500ms, 60s, 1h)", s)
-			}
-			r.Rule.Window = d
+			r.Rule.Window = p.duration(v)
+		case "limits":
+			limitsNode = v
+		case "overrides":
+			overridesNode = v
 		default:
 			p.failf(k.Line, "unknown field %q", k.Value)
 		}
@@ -209,11 +216,27 @@ func (p *parser) rule(n *yaml.Node) (e entry, nameLine int, ok bool) {
 	} else {
 		r.Key = ks
 	}
-	if _, given := lines["limit"]; !given {
-		p.failf(n.Line, "limit is required")
+	if limitsNode != nil {
+		_, l := lines["limit"]
+		_, w := lines["window"]
+		_, b := lines["burst"]
+		if l || w || b {
+			p.failf(limitsNode.Line, "limits and limit/window/burst both given: use one form")
+		}
+		r.Limits = p.limits(limitsNode, r.Rule.Algorithm)
+		if len(r.Limits) > 0 {
+			r.Rule = r.Limits[0]
+		}
+	} else {
+		if _, given := lines["limit"]; !given {
+			p.failf(n.Line, "limit is required")
+		}
+		if _, given := lines["window"]; !given {
+			p.failf(n.Line, "window is required")
+		}
 	}
-	if _, given := lines["window"]; !given {
-		p.failf(n.Line, "window is required")
+	if overridesNode != nil {
+		r.Overrides = p.overrides(overridesNode, r.Rule.Algorithm)
 	}
 	if len(p.errs) > before {
 		return entry{}, 0, false
@@ -224,6 +247,135 @@ func (p *parser) rule(n *yaml.Node) (e entry, nameLine int, ok bool) {
 		return entry{}, 0, false
 	}
 	return e, nameLine, true
+}
+
+// limits parses a list of limits: [{limit: 10, window: 1s}, ...], each with
+// an optional algorithm (default alg) and burst.
+func (p *parser) limits(n *yaml.Node, alg ringlimit.Algorithm) []ringlimit.Rule {
+	if n.Kind != yaml.SequenceNode || len(n.Content) == 0 {
+		p.failf(n.Line, "limits must be a non-empty list")
+		return nil
+	}
+	if len(n.Content) > ringlimit.MaxRules {
+		p.failf(n.Line, "%d limits: at most %d", len(n.Content), ringlimit.MaxRules)
+		return nil
+	}
+	out := make([]ringlimit.Rule, 0, len(n.Content))
+	for _, ln := range n.Content {
+		if ln.Kind != yaml.MappingNode {
+			p.failf(ln.Line, "a limit must be a mapping {limit: N, window: D}")
+			continue
+		}
+		lr := ringlimit.Rule{Algorithm: alg}
+		var hasLimit, hasWindow bool
+		for i := 0; i+1 < len(ln.Content); i += 2 {
+			k, v := ln.Content[i], ln.Content[i+1]
+			switch k.Value {
+			case "limit":
+				lr.Limit, hasLimit = p.int(v, "limit"), true
+			case "window":
+				lr.Window, hasWindow = p.duration(v), true
+			case "burst":
+				lr.Burst = p.int(v, "burst")
+			case "algorithm":
+				a, err := ringlimit.ParseAlgorithm(p.str(v))
+				if err != nil {
+					p.fail(v.Line, err)
+				}
+				lr.Algorithm = a
+			default:
+				p.failf(k.Line, "unknown field %q in a limit (want limit, window, burst, algorithm)", k.Value)
+			}
+		}
+		if !hasLimit || !hasWindow {
+			p.failf(ln.Line, "a limit needs limit and window")
+			continue
+		}
+		if err := lr.Validate(); err != nil {
+			p.fail(ln.Line, err)
+			continue
+		}
+		out = append(out, lr)
+	}
+	return out
+}
+
+// overrides parses a rule's overrides list:
+//
+//	overrides:
+//	  - match: {header: {X-Tier: gold}}
+//	    limits: [{limit: 100, window: 1s}]
+//	  - keys: [key-123]
+//	    unlimited: true
+func (p *parser) overrides(n *yaml.Node, alg ringlimit.Algorithm) []Override {
+	if n.Kind != yaml.SequenceNode {
+		p.failf(n.Line, "overrides must be a list")
+		return nil
+	}
+	out := make([]Override, 0, len(n.Content))
+	for _, on := range n.Content {
+		if on.Kind != yaml.MappingNode {
+			p.failf(on.Line, "an override must be a mapping")
+			continue
+		}
+		o := Override{Line: on.Line}
+		for i := 0; i+1 < len(on.Content); i += 2 {
+			k, v := on.Content[i], on.Content[i+1]
+			switch k.Value {
+			case "match":
+				p.overrideMatch(v, &o)
+			case "keys":
+				if v.Kind != yaml.SequenceNode {
+					p.failf(v.Line, "keys must be a list")
+					continue
+				}
+				for _, kn := range v.Content {
+					o.Keys = append(o.Keys, p.str(kn))
+				}
+			case "limits":
+				o.Limits = p.limits(v, alg)
+			case "unlimited":
+				b, err := strconv.ParseBool(p.str(v))
+				if err != nil {
+					p.failf(v.Line, "unlimited %q is not true or false", v.Value)
+				}
+				o.Unlimited = b
+			default:
+				p.failf(k.Line, "unknown field %q in an override (want match, keys, limits, unlimited)", k.Value)
+			}
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+// overrideMatch parses an override's match: {header: {NAME: VALUE}}.
+func (p *parser) overrideMatch(n *yaml.Node, o *Override) {
+	if n.Kind != yaml.MappingNode {
+		p.failf(n.Line, "match must be a mapping")
+		return
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Value != "header" {
+			p.failf(k.Line, "unknown field %q in an override's match (want header)", k.Value)
+			continue
+		}
+		if v.Kind != yaml.MappingNode || len(v.Content) != 2 {
+			p.failf(v.Line, "an override's match.header is one {NAME: VALUE}")
+			continue
+		}
+		o.Header, o.HeaderValue = p.str(v.Content[0]), p.str(v.Content[1])
+	}
+}
+
+func (p *parser) duration(n *yaml.Node) time.Duration {
+	s := p.str(n)
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		p.failf(n.Line, "window %q is not a duration (like 500ms, 60s, 1h)", s)
+	}
+	return d
 }
 
 func (p *parser) match(n *yaml.Node, m *Match, lines map[string]int) {

@@ -17,7 +17,14 @@ type Rule struct {
 	Name  string
 	Match Match
 	Key   KeySpec
-	Rule  ringlimit.Rule
+	// Rule is the first of Limits: the one limit of a rule that has one.
+	Rule ringlimit.Rule
+	// Limits are every limit the rule applies to a request, all or nothing
+	// (ringlimit.MultiLimiter): at most ringlimit.MaxRules. Limits[0] is
+	// Rule. NewSet fills in Limits from Rule when it is empty.
+	Limits []ringlimit.Rule
+	// Overrides replace Limits for some subjects (see Override).
+	Overrides []Override
 	// Line is where the rule starts in its file; zero for rules built in Go.
 	Line int
 }
@@ -73,6 +80,25 @@ func compile(r Rule) (e entry, field string, err error) {
 	}
 	if r.Key.Len() == 0 {
 		return entry{}, "key", invalid(errEmptyKey)
+	}
+	switch {
+	case len(r.Limits) == 0:
+		r.Limits = []ringlimit.Rule{r.Rule}
+	case r.Rule == ringlimit.Rule{}:
+		r.Rule = r.Limits[0]
+	case r.Rule != r.Limits[0]:
+		return entry{}, "limits", invalidf("Rule and Limits[0] differ")
+	}
+	if len(r.Limits) > 1 {
+		if err := ringlimit.ValidateRules(r.Limits); err != nil {
+			return entry{}, "limits", invalid(err)
+		}
+	}
+	r.Overrides = append([]Override(nil), r.Overrides...)
+	for i := range r.Overrides {
+		if field, err := compileOverride(&r.Overrides[i]); err != nil {
+			return entry{}, "overrides", fmt.Errorf("override %d: %s: %w", i, field, err)
+		}
 	}
 	if err := r.Rule.Validate(); err != nil {
 		switch {
