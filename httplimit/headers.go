@@ -25,8 +25,9 @@ type HeaderStyle uint8
 
 const (
 	// HeadersDraft10, the default: draft-ietf-httpapi-ratelimit-headers-10's
-	// RateLimit-Policy ("name";q=Limit;w=Window for each rule applied) and
-	// RateLimit ("name";r=Remaining;t=Reset for each), plus X-RateLimit-*.
+	// RateLimit-Policy ("name";q=Limit;w=Window for each limit applied) and
+	// RateLimit ("name";r=Remaining;t=Reset of the binding one), plus
+	// X-RateLimit-*.
 	HeadersDraft10 HeaderStyle = iota
 	// HeadersDraft7: draft 7's combined form, which most client libraries
 	// of 2024–2026 parse: RateLimit: limit=L, remaining=R, reset=S for the
@@ -45,7 +46,7 @@ const (
 //	X-RateLimit-Reset      seconds until res[top] resets (ResetAfter, rounded up)
 //	RateLimit-Policy       draft 10: "name";q=Limit;w=Window-seconds for each, comma separated
 //	                       draft 7:  Limit;w=Window-seconds for each
-//	RateLimit              draft 10: "name";r=Remaining;t=reset-seconds for each
+//	RateLimit              draft 10: "name";r=Remaining;t=reset-seconds of res[top]
 //	                       draft 7:  limit=L, remaining=R, reset=S of res[top]
 //	Retry-After            when res[top] denies and retry is set: RetryAfter in seconds,
 //	                       rounded up, at least 1
@@ -76,16 +77,11 @@ func setHeaders(h http.Header, res []applied, top int, retry bool, style HeaderS
 			b = strconv.AppendInt(b, max(1, ceilSeconds(a.rule.Window)), 10)
 		}
 		ends[3] = len(b)
-		for i, a := range res {
-			if i > 0 {
-				b = append(b, ", "...)
-			}
-			b = appendSFString(b, a.name)
-			b = append(b, ";r="...)
-			b = strconv.AppendInt(b, a.d.Remaining, 10)
-			b = append(b, ";t="...)
-			b = strconv.AppendInt(b, ceilSeconds(a.d.ResetAfter), 10)
-		}
+		b = appendSFString(b, res[top].name)
+		b = append(b, ";r="...)
+		b = strconv.AppendInt(b, d.Remaining, 10)
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, ceilSeconds(d.ResetAfter), 10)
 		ends[4] = len(b)
 	case HeadersDraft7:
 		for i, a := range res {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/textproto"
+	"strconv"
 	"strings"
 
 	"github.com/ringlimit/ringlimit/rules"
@@ -222,4 +223,15 @@ func (m *Middleware) specKey(rl *rules.Rule, r *http.Request) (string, error) {
 		}
 	}
 	return string(b), nil
+}
+
+// overrideKey is the state key of a rule's override i: "name", a NUL that
+// no rule name, header value or client IP can hold, i, ":" and the key value,
+// so an override never shares a count with the rule's own limits.
+func overrideKey(name string, i int, value string) string {
+	var buf [128]byte
+	b := append(append(buf[:0], name...), 0)
+	b = strconv.AppendInt(b, int64(i), 10)
+	b = append(append(b, ':'), value...)
+	return string(b)
 }

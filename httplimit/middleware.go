@@ -185,18 +185,17 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	} else if m.src != nil {
 		var mbuf [4]*rules.Rule
 		for _, rl := range m.src.Current().AppendMatch(mbuf[:0], r) {
-			key, err := m.specKey(rl, r)
-			if err != nil {
-				m.keyError(w, r, next, err)
+			var denied bool
+			var err error
+			if res, denied, err = m.applyRule(ctx, r, rl, res); err != nil {
+				if errors.Is(err, ErrNoKey) {
+					m.keyError(w, r, next, err)
+				} else {
+					m.limiterError(w, r, next, err)
+				}
 				return
 			}
-			d, err := m.limiter.AllowN(ctx, key, rl.Rule, 1)
-			if err != nil {
-				m.limiterError(w, r, next, err)
-				return
-			}
-			res = append(res, applied{rl.Name, rl.Rule, d})
-			if !d.Allowed {
+			if denied {
 				break
 			}
 		}
@@ -250,15 +249,22 @@ func wait(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// mostRestrictive is the index of the denying decision (always the last), or
-// else of the one with the fewest hits remaining, the longest reset breaking
-// ties.
+// mostRestrictive is the index of the binding decision, as
+// ringlimit.Binding chooses it: the denial with the longest RetryAfter, or
+// else the decision with the fewest hits remaining; the longest reset, then
+// the first, breaks ties.
 func mostRestrictive(res []applied) int {
-	top := len(res) - 1
-	if !res[top].d.Allowed {
+	top := -1
+	for i := range res {
+		if d := res[i].d; !d.Allowed && (top < 0 || d.RetryAfter > res[top].d.RetryAfter) {
+			top = i
+		}
+	}
+	if top >= 0 {
 		return top
 	}
-	for i := len(res) - 2; i >= 0; i-- {
+	top = 0
+	for i := 1; i < len(res); i++ {
 		a, b := res[i].d, res[top].d
 		if a.Remaining < b.Remaining || a.Remaining == b.Remaining && a.ResetAfter > b.ResetAfter {
 			top = i

@@ -272,7 +272,8 @@ func TestLeakyBucketDelay(t *testing.T) {
 }
 
 // Several matching rules: all are applied, in order, until one denies; the
-// X- headers report the most restrictive, RateLimit lists each applied.
+// X- headers and RateLimit report the binding one, RateLimit-Policy lists
+// each applied.
 func TestSeveralRules(t *testing.T) {
 	set, err := rules.Parse([]byte(`
 rules:
@@ -300,7 +301,7 @@ rules:
 		"X-RateLimit-Remaining": "0",
 		"X-RateLimit-Reset":     "10",
 		"RateLimit-Policy":      `"global";q=3;w=60, "login";q=1;w=10`,
-		"RateLimit":             `"global";r=2;t=60, "login";r=0;t=10`,
+		"RateLimit":             `"login";r=0;t=10`, // the binding one
 	})
 	w = get(h, "/api/login")
 	if w.Code != 429 {
@@ -311,7 +312,7 @@ rules:
 		"X-RateLimit-Remaining": "0",
 		"X-RateLimit-Reset":     "10",
 		"RateLimit-Policy":      `"global";q=3;w=60, "login";q=1;w=10`,
-		"RateLimit":             `"global";r=1;t=60, "login";r=0;t=10`,
+		"RateLimit":             `"login";r=0;t=10`,
 		"Retry-After":           "10",
 	})
 	w = get(h, "/other") // only global; the denied login was charged to it
@@ -333,7 +334,7 @@ rules:
 		"X-RateLimit-Remaining": "0",
 		"X-RateLimit-Reset":     "10",
 		"RateLimit-Policy":      `"tight";q=1;w=10, "loose";q=5;w=60`,
-		"RateLimit":             `"tight";r=0;t=10, "loose";r=4;t=12`,
+		"RateLimit":             `"tight";r=0;t=10`,
 	})
 
 	want := []string{"global:192.0.2.1", "login:192.0.2.1", "global:192.0.2.1", "login:192.0.2.1", "global:192.0.2.1"}

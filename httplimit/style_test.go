@@ -36,7 +36,7 @@ rules:
 		{"default is draft 10", nil, map[string]string{
 			"X-RateLimit-Limit": "10", "X-RateLimit-Remaining": "1", "X-RateLimit-Reset": "1",
 			"RateLimit-Policy": `"second";q=10;w=1, "minute";q=50;w=60, "hour";q=1000;w=3600, "day";q=5000;w=86400`,
-			"RateLimit":        `"second";r=1;t=1, "minute";r=41;t=60, "hour";r=991;t=2820, "day";r=4991;t=6420`, // windows align to the epoch
+			"RateLimit":        `"second";r=1;t=1`, // the binding one
 		}, map[string]string{
 			"X-RateLimit-Limit": "10", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "1",
 			"RateLimit-Policy": `"second";q=10;w=1`, // the first rule denies: later ones are not applied
