@@ -113,7 +113,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	if browser == "" {
 		t.Skip("no chromium on PATH (./test.sh installs Debian's chromium): the dashboard is not tested in a browser")
 	}
-	url := startDemo(t, demoBinary(t), "-plain", "-rate", "200")
+	url := startDemo(t, demoBinary(t), "-plain", "-rate", "100")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()

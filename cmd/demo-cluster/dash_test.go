@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -335,4 +336,19 @@ func FuzzControl(f *testing.F) {
 			t.Fatalf("answer is not JSON: %s", w.Body)
 		}
 	})
+}
+
+// The c command and the chaos button spread the script over chaosSpan from
+// the moment they were given.
+func TestSchedule(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	got := schedule(chaosScript(3), now, 30*time.Second)
+	want := []timedStep{{now.Add(6 * time.Second), "k 2"}, {now.Add(12 * time.Second), "r 2"},
+		{now.Add(18 * time.Second), "s"}, {now.Add(24 * time.Second), "S"}}
+	if !slices.Equal(got, want) {
+		t.Errorf("schedule: %v, want %v", got, want)
+	}
+	if d := describe(got, now); d != `"k 2" in 6s, "r 2" in 12s, "s" in 18s, "S" in 24s` {
+		t.Errorf("describe: %s", d)
+	}
 }
