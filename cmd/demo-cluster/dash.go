@@ -191,7 +191,7 @@ func (d *dashboard) control(w http.ResponseWriter, r *http.Request) {
 		if tooBig := new(http.MaxBytesError); errors.As(err, &tooBig) {
 			code = http.StatusRequestEntityTooLarge
 		}
-		writeJSON(w, code, map[string]string{"error": fmt.Sprintf("%v: %v", errBadControl, err)})
+		writeJSON(w, code, map[string]string{"error": fmt.Errorf("%w: %w", errBadControl, err).Error()})
 		return
 	}
 	line, desc, err := d.command(req)
