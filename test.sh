@@ -16,5 +16,16 @@ if ! command -v valkey-server >/dev/null && ! command -v redis-server >/dev/null
 	$sudo systemctl disable --now redis-server >/dev/null 2>&1 || $sudo service redis-server stop >/dev/null 2>&1 || true
 fi
 
+# The dashboard's browser test drives Debian's chromium; it skips only where
+# no chromium can be found.
+if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null && ! command -v google-chrome >/dev/null; then
+	echo "test.sh: no chromium on PATH; installing Debian's chromium for the dashboard's browser test" >&2
+	sudo=""
+	[ "$(id -u)" -eq 0 ] || sudo="sudo"
+	if ! { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null; }; then
+		echo "test.sh: could not install chromium; the browser test will skip" >&2
+	fi
+fi
+
 go vet ./...
 go test -race -count=1 "$@" ./...

@@ -58,3 +58,13 @@ func ExampleNewMembership() {
 	// Output:
 	// [api-1 api-2] 127.0.0.1:9001
 }
+
+func ExampleRing_Arcs() {
+	r := ring.New([]string{"a", "b", "c"}, 64)
+	share := map[string]float64{}
+	for _, a := range r.Arcs() {
+		share[a.Owner] += float64(a.To-a.From) / (1 << 64) // wraps correctly for the arc across zero
+	}
+	fmt.Println(len(share), share["a"]+share["b"]+share["c"] > 0.999)
+	// Output: 3 true
+}

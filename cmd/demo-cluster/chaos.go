@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -34,6 +35,37 @@ func chaosScript(nodes int) []step {
 		{0.60, "s", "store killed", false},
 		{0.80, "S", "store back", true},
 	}
+}
+
+// chaosSpan is how long the scripted chaos takes when started by the c
+// command or the dashboard's button.
+const chaosSpan = 30 * time.Second
+
+// timedStep is a step of the script due at an instant.
+type timedStep struct {
+	at     time.Time
+	action string
+}
+
+// schedule spreads script over span from start.
+func schedule(script []step, start time.Time, span time.Duration) []timedStep {
+	out := make([]timedStep, 0, len(script))
+	for _, s := range script {
+		out = append(out, timedStep{at: start.Add(time.Duration(s.at * float64(span))), action: s.action})
+	}
+	return out
+}
+
+// describe lists a schedule's actions with their delays from now.
+func describe(script []timedStep, now time.Time) string {
+	var b strings.Builder
+	for i, s := range script {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%q in %s", s.action, s.at.Sub(now).Round(time.Second))
+	}
+	return b.String()
 }
 
 // settle is how long after a phase starts its windows are not held to the

@@ -19,12 +19,13 @@ type clusterNode interface {
 
 // nodeStats are a node's counters as /debug/ringlimit reports them.
 type nodeStats struct {
-	Decisions       sourceCounts `json:"decisions"` // indexed by ringlimit.Source
-	Forwards        uint64       `json:"forwards"`
-	ForwardFailures uint64       `json:"forward_failures"`
-	Served          uint64       `json:"served"`        // calls decided for peers
-	Keys            int          `json:"keys"`          // keys held in local state: the keys it owns
-	StoreBreaker    string       `json:"store_breaker"` // closed, open or half-open
+	Decisions       sourceCounts      `json:"decisions"` // indexed by ringlimit.Source
+	Forwards        uint64            `json:"forwards"`
+	ForwardFailures uint64            `json:"forward_failures"`
+	Served          uint64            `json:"served"`        // calls decided for peers
+	Keys            int               `json:"keys"`          // keys held in local state: the keys it owns
+	StoreBreaker    string            `json:"store_breaker"` // closed, open or half-open
+	PeerBreakers    map[string]string `json:"peer_breakers"` // peer name → its breaker's state
 }
 
 // nodeConfig is what a node process is started with.

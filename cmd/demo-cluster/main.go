@@ -6,7 +6,16 @@
 //	go run ./cmd/demo-cluster -chaos      # the scripted scenario, then a summary
 //
 // While it runs, type k N (kill -9 node N), r N (restart it), s (kill the
-// store), S (start it again) or q (quit), then Enter.
+// store), S (start it again), c (the scripted chaos, over 30 s) or q (quit),
+// then Enter.
+//
+// It also serves a web dashboard, at the address it prints at start
+// (-dashboard fixes it): the ring, each node's decisions per second by
+// source over the last minute, the breakers, the busiest key windows against
+// their limit and the events, refreshed once a second from what the
+// supervisor polled (the page never talks to the nodes), with buttons for
+// the commands above. The buttons answer only loopback clients, even when
+// -dashboard binds a wider address.
 //
 // The store is a valkey-server or redis-server found on PATH (on a free
 // loopback port, no persistence), else an embedded one (miniredis, in this
@@ -55,6 +64,7 @@ func main() {
 	flag.StringVar(&o.store, "store", "auto", "auto: valkey-server or redis-server from PATH, else embedded; embedded: always the in-process one")
 	flag.StringVar(&o.rules, "rules", "", "rule file for the demo API (default: the shipped rules.yaml)")
 	flag.BoolVar(&o.plain, "plain", false, "print one line a second even on a terminal")
+	flag.StringVar(&o.dashboard, "dashboard", "127.0.0.1:0", "listen address of the web dashboard (its controls answer only loopback clients)")
 	flag.Parse()
 	if err := o.check(); err != nil {
 		fmt.Fprintln(os.Stderr, "demo-cluster:", err)

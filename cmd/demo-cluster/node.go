@@ -35,6 +35,10 @@ func newClusterNode(c nodeConfig, log *slog.Logger) (clusterNode, error) {
 
 func (n realNode) Stats() nodeStats {
 	s := n.Node.Stats()
+	peers := make(map[string]string, len(s.Peers))
+	for name, st := range s.Peers {
+		peers[name] = st.String()
+	}
 	return nodeStats{Decisions: s.Decisions, Forwards: s.Forwards, ForwardFailures: s.ForwardFailures,
-		Served: s.Served, Keys: s.Local.Keys, StoreBreaker: s.Store.State.String()}
+		Served: s.Served, Keys: s.Local.Keys, StoreBreaker: s.Store.State.String(), PeerBreakers: peers}
 }

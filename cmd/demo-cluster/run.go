@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -27,6 +29,7 @@ type options struct {
 	chaos, plain, tty      bool
 	duration               time.Duration
 	store, rules           string
+	dashboard              string // the web dashboard's listen address
 }
 
 func (o options) check() error {
@@ -43,6 +46,8 @@ func (o options) check() error {
 		return errors.New("-duration: negative")
 	case o.store != "auto" && o.store != "embedded":
 		return errors.New("-store: want auto or embedded")
+	case o.dashboard == "":
+		return errors.New("-dashboard: want an address like 127.0.0.1:8080")
 	}
 	return nil
 }
@@ -82,6 +87,19 @@ func run(ctx context.Context, o options, stdin io.Reader, stdout io.Writer) (err
 	fmt.Fprintf(stdout, "store: %s at %s\n", st.Kind(), st.Addr())
 	fmt.Fprintf(stdout, "rules: %s (reloaded every second); node logs: %s\n", rulesPath, dir)
 
+	dash := newDashboard(o.nodes)
+	ln, err := net.Listen("tcp", o.dashboard)
+	if err != nil {
+		return fmt.Errorf("-dashboard: %w", err)
+	}
+	srv := &http.Server{Handler: dash.handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10}
+	var srvWG sync.WaitGroup
+	srvWG.Add(1)
+	go func() { defer srvWG.Done(); srv.Serve(newLimitListener(ln, dashMaxConns)) }()
+	defer func() { dash.stop(); srv.Close(); srvWG.Wait() }()
+	fmt.Fprintf(stdout, "dashboard: %s (controls for loopback clients only)\n", dashURL(ln.Addr()))
+
 	secret := make([]byte, 32)
 	rand.Read(secret)
 	bin, err := os.Executable()
@@ -113,11 +131,36 @@ func run(ctx context.Context, o options, stdin io.Reader, stdout io.Writer) (err
 	defer func() { stopGen(); wg.Wait() }()
 
 	cmds := readCommands(stdin)
-	var script []step
+	var script []timedStep
 	if o.chaos {
-		script = chaosScript(o.nodes)
+		script = schedule(chaosScript(o.nodes), c.start, o.duration)
 	}
 	v := newView(sup, st, gen, events, c.start, o.tty, o.rate)
+	publish := func() {
+		b, err := v.state(len(script) > 0)
+		if err != nil {
+			events.add("%s", err.Error())
+			return
+		}
+		dash.publish(b)
+	}
+	// command carries out a line from stdin or the dashboard: c starts the
+	// scripted chaos, the rest is control's.
+	command := func(line string) error {
+		if strings.TrimSpace(line) != "c" {
+			return c.do(ctx, line)
+		}
+		if len(script) > 0 {
+			events.add("the scripted chaos is already running")
+			return nil
+		}
+		script = schedule(chaosScript(o.nodes), time.Now(), chaosSpan)
+		events.add("scripted chaos: %s", describe(script, time.Now()))
+		return nil
+	}
+	v.poll(ctx)
+	v.sample()
+	publish()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var end <-chan time.Time
@@ -128,7 +171,7 @@ loop:
 	for {
 		var next <-chan time.Time
 		if len(script) > 0 {
-			next = time.After(time.Until(c.start.Add(time.Duration(script[0].at * float64(o.duration)))))
+			next = time.After(time.Until(script[0].at))
 		}
 		select {
 		case <-ctx.Done():
@@ -137,21 +180,31 @@ loop:
 			break loop
 		case <-tick.C:
 			v.poll(ctx)
+			v.sample()
+			publish()
 			v.draw(stdout)
 		case <-next:
 			s := script[0]
 			script = script[1:]
 			c.do(ctx, s.action)
+			publish()
 		case line, ok := <-cmds:
 			if !ok {
 				cmds = nil // stdin closed: keep running
 				continue
 			}
-			if c.do(ctx, line) == errQuit {
+			if command(line) == errQuit {
 				break loop
 			}
+			publish()
+		case cmd := <-dash.cmds:
+			events.add("dashboard: %s (from %s)", cmd.desc, cmd.from)
+			command(cmd.line)
+			publish()
+			close(cmd.done)
 		}
 	}
+	dash.stop()
 
 	stopGen()
 	wg.Wait()
@@ -255,7 +308,7 @@ func (c *control) do(ctx context.Context, line string) error {
 		c.begin("store back", c.whole())
 		return nil
 	}
-	c.events.add("unknown command %q (k N, r N, s, S, q)", line)
+	c.events.add("unknown command %q (k N, r N, s, S, c, q)", line)
 	return nil
 }
 

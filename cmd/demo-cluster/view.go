@@ -30,6 +30,7 @@ type view struct {
 	tty     bool
 	rate    int
 	seen    int // events already printed (plain lines)
+	watch   dashWatch
 }
 
 type nodeView struct {
@@ -179,7 +180,7 @@ func (v *view) frame(b *strings.Builder) {
 	for _, e := range v.events.last(6) {
 		b.WriteString("  " + e + "\n")
 	}
-	b.WriteString("\ncommands: k N kill -9 node N | r N restart node N | s stop the store | S start the store | q quit\n> ")
+	b.WriteString("\ncommands: k N kill -9 node N | r N restart node N | s stop the store | S start the store | c scripted chaos | q quit\n> ")
 }
 
 // ruleRates sums each rule's admitted requests over the nodes, per second.

@@ -1,0 +1,269 @@
+package main
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ringlimit/ringlimit/ring"
+)
+
+// historyLen is how many seconds of decisions per second the dashboard's
+// charts show.
+const historyLen = 60
+
+// dashState is the cluster as the view last polled it, for the dashboard.
+type dashState struct {
+	UpS     float64     `json:"up_s"`
+	Store   storeJSON   `json:"store"`
+	Traffic trafficJSON `json:"traffic"`
+	Nodes   []nodeJSON  `json:"nodes"`
+	Ring    ringJSON    `json:"ring"`
+	Windows windowsJSON `json:"windows"`
+	Events  []string    `json:"events"` // the latest, oldest first
+	Chaos   bool        `json:"chaos"`  // the scripted chaos is under way
+}
+
+type storeJSON struct {
+	Kind string `json:"kind"`
+	Addr string `json:"addr"`
+	Up   bool   `json:"up"`
+}
+
+// trafficJSON is what the generator saw: the last second's counts and the
+// errors so far.
+type trafficJSON struct {
+	Rate     int    `json:"rate"`
+	Sent     uint64 `json:"sent_s"`
+	Allowed  uint64 `json:"allowed_s"`
+	Denied   uint64 `json:"denied_s"`
+	Errors   uint64 `json:"errors"`    // so far, from nodes that were up
+	ToKilled uint64 `json:"to_killed"` // so far, requests lost with a killed node
+}
+
+type nodeJSON struct {
+	Name         string            `json:"name"`
+	HTTP         string            `json:"http"`
+	Up           bool              `json:"up"`
+	Members      int               `json:"members"`
+	Keys         int               `json:"keys"`
+	StoreBreaker string            `json:"store_breaker,omitempty"`
+	PeerBreakers map[string]string `json:"peer_breakers,omitempty"`
+	// History holds the decisions per second by source (local, peer,
+	// store, fallback), one entry a second, oldest first.
+	History [][4]uint64 `json:"history"`
+}
+
+// ringJSON is the ring as one live node sees it.
+type ringJSON struct {
+	SeenBy  string    `json:"seen_by"`
+	Members []string  `json:"members"`
+	Arcs    []arcJSON `json:"arcs"`
+}
+
+// arcJSON is a ring.Arc with its ends as fractions of the hash space.
+type arcJSON struct {
+	From  float64 `json:"f"`
+	To    float64 `json:"t"`
+	Owner int     `json:"o"` // index in Members
+}
+
+// windowsJSON holds /v1/allow's last whole window per key against the limit.
+type windowsJSON struct {
+	Limit   int        `json:"limit"`
+	Window  string     `json:"window"`
+	Busiest []keyCount `json:"busiest"` // the last whole window's, busiest first
+	Over    int        `json:"over"`    // key-windows over the limit so far
+}
+
+type keyCount struct {
+	Key      string `json:"key"`
+	Admitted int    `json:"admitted"`
+}
+
+// dashWatch is what the view keeps between polls for the dashboard.
+type dashWatch struct {
+	hist     [][][4]uint64       // per node
+	breakers []map[string]string // per node: "store" or a peer's name → state
+	inRing   map[string]bool     // members of the ring at the last poll
+	wasIn    map[string]bool     // members ever seen in the ring
+	ringKey  string              // the members the arcs were built for
+	ring     ringJSON
+	traffic  trafficJSON
+}
+
+// sample runs after each poll: it records each node's decisions per second,
+// the generator's last second, and logs changes of the ring and breakers.
+func (v *view) sample() {
+	w := &v.watch
+	if w.hist == nil {
+		w.hist = make([][][4]uint64, len(v.nodes))
+		w.breakers = make([]map[string]string, len(v.nodes))
+		w.inRing, w.wasIn = map[string]bool{}, map[string]bool{}
+	}
+	for i, n := range v.nodes {
+		var r [4]uint64
+		if n.up && n.haveOld {
+			for s := range r {
+				r[s] = delta(n.dbg.Stats.Decisions[s], n.old.Stats.Decisions[s])
+			}
+		}
+		w.hist[i] = append(w.hist[i], r)
+		if len(w.hist[i]) > historyLen {
+			w.hist[i] = w.hist[i][len(w.hist[i])-historyLen:]
+		}
+	}
+	tot := snap(&v.gen.total)
+	w.traffic = trafficJSON{Rate: v.rate, Sent: tot.requests - v.prevTot.requests,
+		Allowed: tot.allowed - v.prevTot.allowed, Denied: tot.denied - v.prevTot.denied,
+		Errors: tot.errors, ToKilled: tot.toKilled}
+	v.watchRing()
+	v.watchBreakers()
+}
+
+// watchRing rebuilds the ring from the members the first live node sees,
+// and logs who joined, left and rejoined it.
+func (v *view) watchRing() {
+	w := &v.watch
+	by, members := "", []string(nil)
+	for i, n := range v.nodes {
+		if n.up && len(n.dbg.Members) > 0 {
+			by, members = v.sup.nodes[i].name, n.dbg.Members
+			break
+		}
+	}
+	if by == "" {
+		return // nobody to ask: keep the last ring
+	}
+	now := map[string]bool{}
+	for _, m := range members {
+		now[m] = true
+		switch {
+		case w.inRing[m]:
+		case w.wasIn[m]:
+			v.events.add("%s rejoined the ring (as %s sees it)", m, by)
+		default:
+			v.events.add("%s joined the ring (as %s sees it)", m, by)
+		}
+		w.wasIn[m] = true
+	}
+	for _, m := range slices.Sorted(maps.Keys(w.inRing)) {
+		if !now[m] {
+			v.events.add("%s left the ring (as %s sees it)", m, by)
+		}
+	}
+	w.inRing = now
+	if key := strings.Join(members, ","); key != w.ringKey || w.ring.SeenBy != by {
+		w.ringKey = key
+		w.ring = ringJSON{SeenBy: by, Members: members, Arcs: arcsJSON(ring.New(members, 0).Arcs(), members)}
+	}
+}
+
+// arcsJSON turns arcs into fractions of the hash space; members must hold
+// every arc's owner.
+func arcsJSON(arcs []ring.Arc, members []string) []arcJSON {
+	out := make([]arcJSON, 0, len(arcs))
+	frac := func(h uint64) float64 { return math.Round(float64(h)/(1<<64)*1e5) / 1e5 }
+	for _, a := range arcs {
+		out = append(out, arcJSON{From: frac(a.From), To: frac(a.To), Owner: slices.Index(members, a.Owner)})
+	}
+	return out
+}
+
+// watchBreakers logs each breaker that opened, and each that closed again,
+// in the nodes that are up. A node that goes down forgets its breakers: a
+// restarted one starts closed, which is no news.
+func (v *view) watchBreakers() {
+	w := &v.watch
+	for i, n := range v.nodes {
+		if !n.up {
+			w.breakers[i] = nil
+			continue
+		}
+		now := map[string]string{"store": n.dbg.Stats.StoreBreaker}
+		for p, st := range n.dbg.Stats.PeerBreakers {
+			now[p] = st
+		}
+		name := v.sup.nodes[i].name
+		for _, k := range slices.Sorted(maps.Keys(now)) {
+			before, st := w.breakers[i][k], now[k]
+			what := "breaker for peer " + k
+			if k == "store" {
+				what = "store breaker"
+			}
+			switch {
+			case st == before:
+			case st == "open":
+				v.events.add("%s: %s opened", name, what)
+			case st == "closed" && (before == "open" || before == "half-open"):
+				v.events.add("%s: %s closed again", name, what)
+			}
+		}
+		w.breakers[i] = now
+	}
+}
+
+// state returns the dashboard's view of the cluster, as JSON.
+func (v *view) state(chaos bool) ([]byte, error) {
+	w := &v.watch
+	s := dashState{UpS: round1(time.Since(v.start)), Chaos: chaos,
+		Store:   storeJSON{Kind: v.st.Kind(), Addr: v.st.Addr(), Up: v.st.Running()},
+		Traffic: w.traffic, Ring: w.ring, Events: v.events.last(30)}
+	if s.Ring.Members == nil {
+		s.Ring.Members, s.Ring.Arcs = []string{}, []arcJSON{}
+	}
+	// Whether a process runs is known now; the rest is from the last poll.
+	up := v.sup.up()
+	for i, p := range v.sup.nodes {
+		n := v.nodes[i]
+		nj := nodeJSON{Name: p.name, HTTP: p.httpAddr, Up: up[i] && n.up, History: [][4]uint64{}}
+		if i < len(w.hist) {
+			nj.History = w.hist[i]
+		}
+		if nj.Up {
+			nj.Members, nj.Keys = len(n.dbg.Members), n.dbg.Stats.Keys
+			nj.StoreBreaker, nj.PeerBreakers = n.dbg.Stats.StoreBreaker, n.dbg.Stats.PeerBreakers
+		}
+		s.Nodes = append(s.Nodes, nj)
+	}
+	last := time.Now().UnixMilli()/checkWindow.Milliseconds() - 1
+	s.Windows = windowsJSON{Limit: checkLimit, Window: checkWindow.String()}
+	s.Windows.Busiest, s.Windows.Over = v.gen.busiest(last, 8)
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, fmt.Errorf("dashboard state: %w", err)
+	}
+	return b, nil
+}
+
+// busiest returns the n keys that were admitted most in window, busiest
+// first, and how many key-windows so far were over the limit.
+func (t *traffic) busiest(window int64, n int) ([]keyCount, int) {
+	t.mu.Lock()
+	var top []keyCount
+	over := 0
+	for k, c := range t.checks {
+		if c > checkLimit {
+			over++
+		}
+		if k.window == window {
+			top = append(top, keyCount{Key: k.key, Admitted: c})
+		}
+	}
+	t.mu.Unlock()
+	slices.SortFunc(top, func(a, b keyCount) int {
+		return cmp.Or(cmp.Compare(b.Admitted, a.Admitted), cmp.Compare(a.Key, b.Key))
+	})
+	if len(top) > n {
+		top = top[:n]
+	}
+	if top == nil {
+		top = []keyCount{}
+	}
+	return top, over
+}

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"encoding/json"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+type fakeStore struct{ up bool }
+
+func (fakeStore) Kind() string    { return "fake" }
+func (fakeStore) Addr() string    { return "127.0.0.1:1" }
+func (s fakeStore) Running() bool { return s.up }
+func (fakeStore) Start() error    { return nil }
+func (fakeStore) Stop() error     { return nil }
+
+// fakeView is a view of three nodes whose processes run (as far as the
+// supervisor knows) and whose polls the test writes itself.
+func fakeView() *view {
+	sup := &supervisor{}
+	var targets []target
+	for _, name := range []string{"n1", "n2", "n3"} {
+		p := &nodeProc{name: name, httpAddr: "127.0.0.1:1", cmd: &exec.Cmd{}, exited: make(chan struct{})}
+		sup.nodes = append(sup.nodes, p)
+		targets = append(targets, target{name: name, addr: p.httpAddr, up: func() bool { return true }})
+	}
+	start := time.Now()
+	return newView(sup, fakeStore{up: true}, newTraffic(0, 10, 1, targets), newEventLog(start), start, false, 0)
+}
+
+// poll stands in for view.poll: node i answered with members, the store
+// breaker's state and the peers' (nil: node i is down).
+func (v *view) fakePoll(i int, members []string, store string, peers map[string]string) {
+	n := &v.nodes[i]
+	if members == nil {
+		n.up = false
+		return
+	}
+	n.old, n.haveOld = n.dbg, n.up
+	n.dbg.Members = members
+	n.dbg.Stats.StoreBreaker, n.dbg.Stats.PeerBreakers = store, peers
+	n.up = true
+}
+
+// news returns the events added since the last call, without their times.
+func news(v *view, seen *int) []string {
+	var evs []string
+	evs, *seen = v.events.since(*seen)
+	for i, e := range evs {
+		evs[i] = strings.TrimSpace(e[strings.Index(e, "s  ")+3:])
+	}
+	return evs
+}
+
+func TestWatchRing(t *testing.T) {
+	v, seen := fakeView(), 0
+	all, two := []string{"n1", "n2", "n3"}, []string{"n1", "n3"}
+	steps := []struct {
+		seenBy  []string // what each node sees; nil: down
+		events  []string
+		members []string
+	}{
+		{all, []string{"n1 joined the ring (as n1 sees it)", "n2 joined the ring (as n1 sees it)", "n3 joined the ring (as n1 sees it)"}, all},
+		{all, nil, all},
+		{two, []string{"n2 left the ring (as n1 sees it)"}, two},
+		{all, []string{"n2 rejoined the ring (as n1 sees it)"}, all},
+	}
+	for i, s := range steps {
+		for n := range 3 {
+			v.fakePoll(n, s.seenBy, "closed", nil)
+		}
+		v.sample()
+		if got := news(v, &seen); !slices.Equal(got, s.events) {
+			t.Errorf("step %d: events %q, want %q", i, got, s.events)
+		}
+		if !slices.Equal(v.watch.ring.Members, s.members) || v.watch.ring.SeenBy != "n1" {
+			t.Errorf("step %d: ring %v seen by %s, want %v by n1", i, v.watch.ring.Members, v.watch.ring.SeenBy, s.members)
+		}
+	}
+	// n1 down: the ring is n2's view.
+	v.fakePoll(0, nil, "", nil)
+	v.fakePoll(1, two[1:], "closed", nil)
+	v.sample()
+	if v.watch.ring.SeenBy != "n2" || !slices.Equal(v.watch.ring.Members, []string{"n3"}) {
+		t.Errorf("with n1 down: ring %v seen by %s", v.watch.ring.Members, v.watch.ring.SeenBy)
+	}
+	// Nobody up: the last ring stays, and nobody is said to have left.
+	for n := range 3 {
+		v.fakePoll(n, nil, "", nil)
+	}
+	v.sample()
+	if got := news(v, &seen); len(got) != 2 || v.watch.ring.SeenBy != "n2" {
+		t.Errorf("events %q, ring seen by %s", got, v.watch.ring.SeenBy)
+	}
+}
+
+func TestWatchBreakers(t *testing.T) {
+	v, seen := fakeView(), 0
+	members := []string{"n1", "n2", "n3"}
+	steps := []struct {
+		store  string
+		peers  map[string]string
+		events []string
+	}{
+		{"closed", map[string]string{"n2": "closed", "n3": "closed"}, nil},
+		{"open", map[string]string{"n2": "open", "n3": "closed"}, []string{"n1: breaker for peer n2 opened", "n1: store breaker opened"}},
+		{"half-open", map[string]string{"n2": "open", "n3": "closed"}, nil},
+		{"closed", map[string]string{"n3": "closed"}, []string{"n1: store breaker closed again"}},
+		{"open", map[string]string{"n2": "closed", "n3": "closed"}, []string{"n1: store breaker opened"}},
+	}
+	for i, s := range steps {
+		v.fakePoll(0, members, s.store, s.peers)
+		v.sample()
+		got := news(v, &seen)
+		got = slices.DeleteFunc(got, func(e string) bool { return strings.Contains(e, "ring") })
+		if !slices.Equal(got, s.events) {
+			t.Errorf("step %d: events %q, want %q", i, got, s.events)
+		}
+	}
+	// A restarted node starts with its breakers closed: no news.
+	v.fakePoll(0, nil, "", nil)
+	v.sample()
+	v.fakePoll(0, members, "closed", map[string]string{"n2": "closed"})
+	v.sample()
+	if got := news(v, &seen); len(slices.DeleteFunc(got, func(e string) bool { return strings.Contains(e, "ring") })) != 0 {
+		t.Errorf("after a restart: %q", got)
+	}
+}
+
+func TestHistory(t *testing.T) {
+	v := fakeView()
+	for s := range historyLen + 10 {
+		v.fakePoll(0, []string{"n1"}, "closed", nil)
+		v.nodes[0].dbg.Stats.Decisions = sourceCounts{uint64(s) * 10, uint64(s), 0, 0}
+		v.fakePoll(2, nil, "", nil)
+		v.sample()
+	}
+	h := v.watch.hist[0]
+	if len(h) != historyLen {
+		t.Fatalf("%d seconds of history, want %d", len(h), historyLen)
+	}
+	if h[len(h)-1] != [4]uint64{10, 1, 0, 0} {
+		t.Errorf("last second %v, want the counters' deltas [10 1 0 0]", h[len(h)-1])
+	}
+	if h2 := v.watch.hist[2]; len(h2) != historyLen || h2[len(h2)-1] != [4]uint64{} {
+		t.Errorf("a down node's history ends %v, want zeros", h2[len(h2)-1])
+	}
+}
+
+func TestState(t *testing.T) {
+	v := fakeView()
+	members := []string{"n1", "n2", "n3"}
+	for n := range 3 {
+		v.fakePoll(n, members, "closed", nil)
+	}
+	v.sup.nodes[1].cmd = nil // n2's process died since the poll
+	v.sample()
+	last := time.Now().UnixMilli()/checkWindow.Milliseconds() - 1
+	v.gen.checks = map[checkWindowKey]int{
+		{"hot-0", last}: checkLimit + 1, {"key-1", last}: 2, {"hot-1", last}: checkLimit,
+		{"hot-0", last - 5}: checkLimit + 2, {"key-2", last - 1}: 1,
+	}
+	b, err := v.state(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s dashState
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	if !s.Chaos || len(s.Nodes) != 3 || !s.Nodes[0].Up || s.Nodes[1].Up || !s.Nodes[2].Up {
+		t.Errorf("chaos %t, nodes %+v: want n2 down at once", s.Chaos, s.Nodes)
+	}
+	if !slices.Equal(s.Ring.Members, members) || len(s.Ring.Arcs) < 3 {
+		t.Fatalf("ring %v with %d arcs", s.Ring.Members, len(s.Ring.Arcs))
+	}
+	total := 0.0
+	for _, a := range s.Ring.Arcs {
+		if a.Owner < 0 || a.Owner >= 3 {
+			t.Fatalf("arc %+v: owner out of range", a)
+		}
+		l := a.To - a.From
+		if l <= 0 {
+			l++
+		}
+		total += l
+	}
+	if total < 0.999 || total > 1.001 {
+		t.Errorf("arcs cover %.4f of the ring, want 1", total)
+	}
+	want := []keyCount{{"hot-0", checkLimit + 1}, {"hot-1", checkLimit}, {"key-1", 2}}
+	if !slices.Equal(s.Windows.Busiest, want) || s.Windows.Over != 2 || s.Windows.Limit != checkLimit {
+		t.Errorf("windows %+v, want busiest %v and 2 over", s.Windows, want)
+	}
+	if len(b) > 64<<10 {
+		t.Errorf("state is %d bytes", len(b))
+	}
+}
