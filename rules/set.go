@@ -18,6 +18,9 @@ type Rule struct {
 	Match Match
 	Key   KeySpec
 	Rule  ringlimit.Rule
+	// Shadow rules are decided and reported in the headers, but never
+	// block a request: for rolling a new limit out on live traffic.
+	Shadow bool
 	// Line is where the rule starts in its file; zero for rules built in Go.
 	Line int
 }
