@@ -75,7 +75,10 @@ func WithFailOpen() Option { return func(m *Middleware) { m.failOpen = true } }
 // WithShadow decides and sets the headers as usual (except Retry-After) but
 // never blocks or delays a request: one that would have been denied is passed
 // on and counted in Stats.WouldDeny. Key and limiter errors pass too. For trying rules out
-// on live traffic.
+// on live traffic. A single rule can be a shadow rule (rules.Rule.Shadow)
+// instead. The limiter's calls carry ringlimit.WithShadow(ctx) (one
+// allocation per request), so that a node counts their denials as
+// shadow_denied.
 func WithShadow() Option { return func(m *Middleware) { m.shadow = true } }
 
 // WithLogger sets where limiter errors are logged. If not given, nowhere.
@@ -103,6 +106,7 @@ type Middleware struct {
 	failOpen bool
 	shadow   bool
 	log      *slog.Logger
+	rules    ruleTable // per-rule counters (rulestats.go)
 
 	allowed, deniedN, wouldDeny, keyErrors, limiterErrors, delayExpired atomic.Uint64
 }
@@ -111,7 +115,7 @@ type Middleware struct {
 type Stats struct {
 	Allowed       uint64 // requests passed on within their limits (or matching no rule)
 	Denied        uint64 // requests over a limit, handed to the DeniedFunc
-	WouldDeny     uint64 // shadow mode: requests over a limit that were passed on
+	WouldDeny     uint64 // requests over a limit that were passed on: WithShadow, or denied by shadow rules only
 	KeyErrors     uint64 // requests without a usable key
 	LimiterErrors uint64 // requests the limiter could not decide (failed open or 500)
 	DelayExpired  uint64 // requests whose context ended while waiting out a Delay
@@ -156,9 +160,10 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 
 // applied is one rule's decision on a request.
 type applied struct {
-	name string
-	rule ringlimit.Rule
-	d    ringlimit.Decision
+	name   string
+	rule   ringlimit.Rule
+	d      ringlimit.Decision
+	shadow bool // a shadow rule: its denial does not block
 }
 
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
@@ -171,27 +176,39 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			m.keyError(w, r, next, err)
 			return
 		}
-		d, err := m.limiter.AllowN(ctx, key, m.rule, 1)
+		lctx := ctx
+		if m.shadow {
+			lctx = ringlimit.WithShadow(ctx)
+		}
+		d, err := m.limiter.AllowN(lctx, key, m.rule, 1)
 		if err != nil {
 			m.limiterError(w, r, next, err)
 			return
 		}
-		res = append(res, applied{m.name, m.rule, d})
+		res = append(res, applied{m.name, m.rule, d, false})
 	} else if m.src != nil {
 		var mbuf [4]*rules.Rule
+		var sctx context.Context // ctx marked as shadow, made on first use
 		for _, rl := range m.src.Current().AppendMatch(mbuf[:0], r) {
 			key, err := m.specKey(rl, r)
 			if err != nil {
 				m.keyError(w, r, next, err)
 				return
 			}
-			d, err := m.limiter.AllowN(ctx, key, rl.Rule, 1)
+			lctx := ctx
+			if rl.Shadow || m.shadow {
+				if sctx == nil {
+					sctx = ringlimit.WithShadow(ctx)
+				}
+				lctx = sctx
+			}
+			d, err := m.limiter.AllowN(lctx, key, rl.Rule, 1)
 			if err != nil {
 				m.limiterError(w, r, next, err)
 				return
 			}
-			res = append(res, applied{rl.Name, rl.Rule, d})
-			if !d.Allowed {
+			res = append(res, applied{rl.Name, rl.Rule, d, rl.Shadow})
+			if !d.Allowed && !rl.Shadow {
 				break
 			}
 		}
@@ -202,21 +219,22 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 
-	top := mostRestrictive(res)
-	setHeaders(w.Header(), res, top, !m.shadow)
-	if d := res[top].d; !d.Allowed {
-		if m.shadow {
-			m.wouldDeny.Add(1)
-			next.ServeHTTP(w, r)
-			return
-		}
+	m.count(res)
+	last := res[len(res)-1]
+	blocked := !last.d.Allowed && !last.shadow && !m.shadow
+	setHeaders(w.Header(), res, mostRestrictive(res), blocked)
+	if blocked {
 		m.deniedN.Add(1)
-		m.denied(w, r, d)
+		m.denied(w, r, last.d)
 		return
 	}
 	var delay time.Duration
+	wouldDeny := false
 	for _, a := range res {
-		delay = max(delay, a.d.Delay)
+		wouldDeny = wouldDeny || !a.d.Allowed
+		if !a.shadow {
+			delay = max(delay, a.d.Delay)
+		}
 	}
 	if delay > 0 && !m.shadow && !wait(ctx, delay) {
 		m.delayExpired.Add(1)
@@ -225,7 +243,11 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		http.Error(w, "request deadline too short for the rate limit's delay", http.StatusServiceUnavailable)
 		return
 	}
-	m.allowed.Add(1)
+	if wouldDeny {
+		m.wouldDeny.Add(1)
+	} else {
+		m.allowed.Add(1)
+	}
 	next.ServeHTTP(w, r)
 }
 
@@ -245,16 +267,23 @@ func wait(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// mostRestrictive is the index of the denying decision (always the last), or
-// else of the one with the fewest hits remaining, the longest reset breaking
-// ties.
+// mostRestrictive is the index of the denying decision of a rule that is
+// not a shadow rule (always the last), or else of a denying shadow rule's,
+// or else of the one with the fewest hits remaining, the longest reset
+// breaking ties.
 func mostRestrictive(res []applied) int {
 	top := len(res) - 1
-	if !res[top].d.Allowed {
+	if !res[top].d.Allowed && !res[top].shadow {
 		return top
 	}
 	for i := len(res) - 2; i >= 0; i-- {
 		a, b := res[i].d, res[top].d
+		if a.Allowed != b.Allowed {
+			if !a.Allowed {
+				top = i
+			}
+			continue
+		}
 		if a.Remaining < b.Remaining || a.Remaining == b.Remaining && a.ResetAfter > b.ResetAfter {
 			top = i
 		}
