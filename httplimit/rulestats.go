@@ -27,10 +27,18 @@ type ruleCounters struct {
 	allowed, denied, shadowDenied, nearLimit atomic.Uint64
 }
 
+// MaxRuleStats bounds the rule names a Middleware keeps counters for: the
+// names of the rules it has applied, which the operator's rule files bound
+// (rule names, never keys). Rules applied after that many names count under
+// the name OtherRules, so reloads that keep renaming rules cannot grow it
+// without end.
+const MaxRuleStats = 1024
+
+// OtherRules is the name the rules beyond MaxRuleStats count under.
+const OtherRules = "(other)"
+
 // ruleTable maps rule names to their counters. Lookups read an immutable
-// map through an atomic pointer; a new name copies it under the mutex. It
-// holds every name the Middleware has applied: the names of the rules
-// configured, which the operator bounds (rule names, never keys).
+// map through an atomic pointer; a new name copies it under the mutex.
 type ruleTable struct {
 	mu sync.Mutex
 	m  atomic.Pointer[map[string]*ruleCounters]
@@ -50,6 +58,12 @@ func (t *ruleTable) get(name string) *ruleCounters {
 	}
 	if c := old[name]; c != nil {
 		return c
+	}
+	if len(old) >= MaxRuleStats {
+		if c := old[OtherRules]; c != nil {
+			return c
+		}
+		name = OtherRules // one past the bound
 	}
 	next := make(map[string]*ruleCounters, len(old)+1)
 	for k, v := range old {
@@ -95,13 +109,13 @@ func (m *Middleware) RuleStats() []RuleStats {
 		return slices.ContainsFunc(out, func(s RuleStats) bool { return s.Name == name })
 	}
 	if m.fixed {
-		if !has(m.name) {
+		if len(out) < MaxRuleStats && !has(m.name) {
 			out = append(out, RuleStats{Name: m.name})
 		}
 	} else if m.src != nil {
 		set := m.src.Current()
 		for i := range set.Len() {
-			if name := set.Rule(i).Name; !has(name) {
+			if name := set.Rule(i).Name; len(out) < MaxRuleStats && !has(name) {
 				out = append(out, RuleStats{Name: name})
 			}
 		}

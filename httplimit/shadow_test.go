@@ -140,3 +140,38 @@ func TestRuleStatsListsRulesInForce(t *testing.T) {
 		t.Errorf("fixed rule: %+v", got)
 	}
 }
+
+// Counters are kept for at most MaxRuleStats rule names; the rest count
+// under OtherRules.
+func TestRuleStatsBound(t *testing.T) {
+	var rs []rules.Rule
+	ip, err := rules.ParseKeySpec("ip")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = httplimit.MaxRuleStats + 100
+	for i := range n {
+		rs = append(rs, rules.Rule{Name: fmt.Sprintf("r%04d", i), Key: ip,
+			Rule: ringlimit.Rule{Limit: 10, Window: 60e9}})
+	}
+	set, err := rules.NewSet(rs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw := httplimit.NewMiddleware(newRecorder(t0), httplimit.WithRules(set))
+	get(mw.Handler(new(counting)), "/")
+	got := mw.RuleStats()
+	if len(got) != httplimit.MaxRuleStats+1 {
+		t.Fatalf("%d rule stats, want %d", len(got), httplimit.MaxRuleStats+1)
+	}
+	var total uint64
+	for _, s := range got {
+		total += s.Allowed
+		if s.Name == httplimit.OtherRules && s.Allowed != n-httplimit.MaxRuleStats {
+			t.Errorf("%s allowed %d, want %d", s.Name, s.Allowed, n-httplimit.MaxRuleStats)
+		}
+	}
+	if total != n {
+		t.Errorf("%d allowed decisions counted, want %d", total, n)
+	}
+}
