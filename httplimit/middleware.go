@@ -192,6 +192,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		for _, rl := range m.src.Current().AppendMatch(mbuf[:0], r) {
 			key, err := m.specKey(rl, r)
 			if err != nil {
+				m.count(res) // the rules decided before it
 				m.keyError(w, r, next, err)
 				return
 			}
@@ -204,6 +205,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			}
 			d, err := m.limiter.AllowN(lctx, key, rl.Rule, 1)
 			if err != nil {
+				m.count(res)
 				m.limiterError(w, r, next, err)
 				return
 			}

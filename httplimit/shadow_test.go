@@ -175,3 +175,19 @@ func TestRuleStatsBound(t *testing.T) {
 		t.Errorf("%d allowed decisions counted, want %d", total, n)
 	}
 }
+
+// A rule decided before a later rule's key error is still counted.
+func TestRuleStatsBeforeKeyError(t *testing.T) {
+	set, err := rules.Parse([]byte("rules:\n  - {name: a, limit: 5, window: 1s}\n  - {name: b, key: 'header:X-Key', limit: 5, window: 1s}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw := httplimit.NewMiddleware(newRecorder(t0), httplimit.WithRules(set))
+	if w := get(mw.Handler(new(counting)), "/"); w.Code != http.StatusBadRequest {
+		t.Fatalf("no key: %d, want 400", w.Code)
+	}
+	want := []httplimit.RuleStats{{Name: "a", Allowed: 1}, {Name: "b"}}
+	if got := mw.RuleStats(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("%+v, want %+v", got, want)
+	}
+}
