@@ -29,7 +29,10 @@
 // key gets 400 (WithKeyError changes that), and one the limiter cannot decide
 // (ringlimit.ErrClosed, say) gets a bare 500, or passes unlimited with
 // WithFailOpen. WithShadow decides and sets headers but never blocks, and
-// counts in Stats what it would have blocked.
+// counts in Stats what it would have blocked; a rule with Shadow set (shadow:
+// true in YAML) does the same for that rule alone, and the rules after it
+// still apply. RuleStats counts each rule's decisions (package metrics
+// exports them).
 //
 // The package keeps no global state: build as many Middlewares as you like.
 package httplimit

@@ -75,7 +75,10 @@ func WithFailOpen() Option { return func(m *Middleware) { m.failOpen = true } }
 // WithShadow decides and sets the headers as usual (except Retry-After) but
 // never blocks or delays a request: one that would have been denied is passed
 // on and counted in Stats.WouldDeny. Key and limiter errors pass too. For trying rules out
-// on live traffic.
+// on live traffic. A single rule can be a shadow rule (rules.Rule.Shadow)
+// instead. The limiter's calls carry ringlimit.WithShadow(ctx) (one
+// allocation per request), so that a node counts their denials as
+// shadow_denied.
 func WithShadow() Option { return func(m *Middleware) { m.shadow = true } }
 
 // WithHeaderStyle chooses the rate-limit headers set on every limited
@@ -108,6 +111,7 @@ type Middleware struct {
 	shadow   bool
 	style    HeaderStyle
 	log      *slog.Logger
+	rules    ruleTable // per-rule counters (rulestats.go)
 
 	allowed, deniedN, wouldDeny, keyErrors, limiterErrors, delayExpired atomic.Uint64
 }
@@ -116,7 +120,7 @@ type Middleware struct {
 type Stats struct {
 	Allowed       uint64 // requests passed on within their limits (or matching no rule)
 	Denied        uint64 // requests over a limit, handed to the DeniedFunc
-	WouldDeny     uint64 // shadow mode: requests over a limit that were passed on
+	WouldDeny     uint64 // requests over a limit that were passed on: WithShadow, or denied by shadow rules only
 	KeyErrors     uint64 // requests without a usable key
 	LimiterErrors uint64 // requests the limiter could not decide (failed open or 500)
 	DelayExpired  uint64 // requests whose context ended while waiting out a Delay
@@ -161,9 +165,14 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 
 // applied is one rule's decision on a request.
 type applied struct {
-	name string
-	rule ringlimit.Rule
-	d    ringlimit.Decision
+	name   string // in the headers: the rule's name, "name#i" for its i'th limit
+	rule   ringlimit.Rule
+	d      ringlimit.Decision
+	shadow bool // a shadow rule: its denial does not block
+	// of is, on the first of a rule's limits, how many limits the rule
+	// applied (1 for a rule with one limit); 0 on the others. A rule counts
+	// once in the per-rule stats, by its binding limit.
+	of int
 }
 
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
@@ -176,18 +185,31 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			m.keyError(w, r, next, err)
 			return
 		}
-		d, err := m.limiter.AllowN(ctx, key, m.rule, 1)
+		lctx := ctx
+		if m.shadow {
+			lctx = ringlimit.WithShadow(ctx)
+		}
+		d, err := m.limiter.AllowN(lctx, key, m.rule, 1)
 		if err != nil {
 			m.limiterError(w, r, next, err)
 			return
 		}
-		res = append(res, applied{m.name, m.rule, d})
+		res = append(res, applied{name: m.name, rule: m.rule, d: d, of: 1})
 	} else if m.src != nil {
+		var sctx context.Context // ctx marked as shadow, made on first use
 		var mbuf [4]*rules.Rule
 		for _, rl := range m.src.Current().AppendMatch(mbuf[:0], r) {
+			lctx := ctx
+			if rl.Shadow || m.shadow {
+				if sctx == nil {
+					sctx = ringlimit.WithShadow(ctx)
+				}
+				lctx = sctx
+			}
 			var denied bool
 			var err error
-			if res, denied, err = m.applyRule(ctx, r, rl, res); err != nil {
+			if res, denied, err = m.applyRule(lctx, r, rl, res); err != nil {
+				m.count(res) // the rules decided before it
 				if errors.Is(err, ErrNoKey) {
 					m.keyError(w, r, next, err)
 				} else {
@@ -195,7 +217,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 				}
 				return
 			}
-			if denied {
+			if denied && !rl.Shadow {
 				break
 			}
 		}
@@ -206,21 +228,22 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 
+	m.count(res)
 	top := mostRestrictive(res)
-	setHeaders(w.Header(), res, top, !m.shadow, m.style)
-	if d := res[top].d; !d.Allowed {
-		if m.shadow {
-			m.wouldDeny.Add(1)
-			next.ServeHTTP(w, r)
-			return
-		}
+	blocked := !res[top].d.Allowed && !res[top].shadow && !m.shadow
+	setHeaders(w.Header(), res, top, blocked, m.style)
+	if blocked {
 		m.deniedN.Add(1)
-		m.denied(w, r, d)
+		m.denied(w, r, res[top].d)
 		return
 	}
 	var delay time.Duration
+	wouldDeny := false
 	for _, a := range res {
-		delay = max(delay, a.d.Delay)
+		wouldDeny = wouldDeny || !a.d.Allowed
+		if !a.shadow {
+			delay = max(delay, a.d.Delay)
+		}
 	}
 	if delay > 0 && !m.shadow && !wait(ctx, delay) {
 		m.delayExpired.Add(1)
@@ -229,7 +252,11 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		http.Error(w, "request deadline too short for the rate limit's delay", http.StatusServiceUnavailable)
 		return
 	}
-	m.allowed.Add(1)
+	if wouldDeny {
+		m.wouldDeny.Add(1)
+	} else {
+		m.allowed.Add(1)
+	}
 	next.ServeHTTP(w, r)
 }
 
@@ -250,13 +277,19 @@ func wait(ctx context.Context, d time.Duration) bool {
 }
 
 // mostRestrictive is the index of the binding decision, as
-// ringlimit.Binding chooses it: the denial with the longest RetryAfter, or
-// else the decision with the fewest hits remaining; the longest reset, then
-// the first, breaks ties.
+// ringlimit.Binding chooses it: the denial with the longest RetryAfter (one
+// that blocks, of a rule that is not a shadow rule, before a shadow rule's),
+// or else the decision with the fewest hits remaining; the longest reset,
+// then the first, breaks ties.
 func mostRestrictive(res []applied) int {
 	top := -1
 	for i := range res {
-		if d := res[i].d; !d.Allowed && (top < 0 || d.RetryAfter > res[top].d.RetryAfter) {
+		a := &res[i]
+		if a.d.Allowed {
+			continue
+		}
+		if top < 0 || res[top].shadow && !a.shadow ||
+			res[top].shadow == a.shadow && a.d.RetryAfter > res[top].d.RetryAfter {
 			top = i
 		}
 	}

@@ -43,7 +43,7 @@ func (m *Middleware) applyRule(ctx context.Context, r *http.Request, rl *rules.R
 		if err != nil {
 			return res, false, err
 		}
-		return append(res, applied{rl.Name, limits[0], d}), !d.Allowed, nil
+		return append(res, applied{name: rl.Name, rule: limits[0], d: d, shadow: rl.Shadow, of: 1}), !d.Allowed, nil
 	}
 	ml, ok := m.limiter.(ringlimit.MultiLimiter)
 	if !ok {
@@ -55,7 +55,11 @@ func (m *Middleware) applyRule(ctx context.Context, r *http.Request, rl *rules.R
 	}
 	denied := false
 	for i, d := range ds {
-		res = append(res, applied{limitName(rl.Name, i), limits[i], d})
+		a := applied{name: limitName(rl.Name, i), rule: limits[i], d: d, shadow: rl.Shadow}
+		if i == 0 {
+			a.of = len(ds)
+		}
+		res = append(res, a)
 		denied = denied || !d.Allowed
 	}
 	return res, denied, nil

@@ -65,7 +65,8 @@ rules:
 		t.Fatal(err)
 	}
 	lim := multiRecorder{newRecorder(t0)}
-	h := httplimit.New(lim, httplimit.WithRules(set))(new(counting))
+	mw := httplimit.NewMiddleware(lim, httplimit.WithRules(set))
+	h := mw.Handler(new(counting))
 	key := header("X-Api-Key", "k")
 	get(h, "/", key)
 	w := get(h, "/", key)
@@ -91,6 +92,13 @@ rules:
 	w = get(h, "/", key)
 	if w.Code != 429 || w.Header().Get("X-RateLimit-Limit") != "3" {
 		t.Fatalf("5th: %d %v, want 429 by the hour", w.Code, w.Header())
+	}
+
+	// The rule counts once per request, by its binding limit: 3 allowed
+	// (the 2nd and 4th near the limit), 2 denied.
+	want := []httplimit.RuleStats{{Name: "api", Allowed: 3, Denied: 2, NearLimit: 2}}
+	if got := mw.RuleStats(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("rule stats %+v, want %+v", got, want)
 	}
 
 	// A limiter that cannot apply several limits is a limiter error.

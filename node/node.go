@@ -41,6 +41,7 @@ type Node struct {
 	wg        sync.WaitGroup
 
 	stats counters
+	obs   observer // decisions by source and result, latency (observe.go)
 
 	// Hand-off (handoff.go).
 	mode            atomic.Uint32 // modeLeaving | modeTransition; zero on the hot path

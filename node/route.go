@@ -21,7 +21,10 @@ import (
 // to the new holder, once, and a new owner takes the state from the
 // previous one before it decides. Errors: bad input, a closed node, a
 // cancelled context.
-func (n *Node) AllowN(ctx context.Context, key string, rule ringlimit.Rule, hits int64) (ringlimit.Decision, error) {
+func (n *Node) AllowN(ctx context.Context, key string, rule ringlimit.Rule, hits int64) (d ringlimit.Decision, err error) {
+	if n.obs.on.Load() { // metrics (observe.go)
+		defer n.observe(ctx, n.obs.start(), &d, &err)
+	}
 	if n.closed.Load() {
 		return ringlimit.Decision{}, ringlimit.ErrClosed
 	}

@@ -46,6 +46,7 @@ func (n *Node) run() {
 			continue
 		}
 		queue = n.writeBehind(queue)
+		n.obs.queue.Store(int64(len(queue)))
 	}
 }
 

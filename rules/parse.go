@@ -47,6 +47,7 @@ func Load(path string) (*Set, error) {
 //	        limits: [{limit: 100, window: 1s}]
 //	      - keys: [key-123]  # values of the rule's key
 //	        unlimited: true
+//	    shadow: false        # true: decide and set headers, never block
 //	  - endpoint: /api/posts # shorthand for match: {path: /api/posts}
 //	    limit: 5
 //	    window: 60s
@@ -183,6 +184,8 @@ func (p *parser) rule(n *yaml.Node) (e entry, nameLine int, ok bool) {
 			r.Rule.Limit = p.int(v, "limit")
 		case "burst":
 			r.Rule.Burst = p.int(v, "burst")
+		case "shadow":
+			r.Shadow = p.bool(v, "shadow")
 		case "window":
 			r.Rule.Window = p.duration(v)
 		case "limits":
@@ -428,6 +431,20 @@ func (p *parser) int(n *yaml.Node, field string) int64 {
 		p.failf(n.Line, "%s %q is not an integer", field, s)
 	}
 	return v
+}
+
+func (p *parser) bool(n *yaml.Node, field string) bool {
+	s := p.str(n)
+	switch strings.ToLower(s) { // YAML 1.2's true, True, TRUE
+	case "true":
+		return true
+	case "false":
+		return false
+	}
+	if n.Kind == yaml.ScalarNode {
+		p.failf(n.Line, "%s %q is not true or false", field, s)
+	}
+	return false
 }
 
 func lineOr(line, def int) int {

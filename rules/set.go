@@ -25,6 +25,9 @@ type Rule struct {
 	Limits []ringlimit.Rule
 	// Overrides replace Limits for some subjects (see Override).
 	Overrides []Override
+	// Shadow rules are decided and reported in the headers, but never
+	// block a request: for rolling a new limit out on live traffic.
+	Shadow bool
 	// Line is where the rule starts in its file; zero for rules built in Go.
 	Line int
 }

@@ -46,6 +46,7 @@ func newAPI(name string, n clusterNode, w *rules.Watcher) http.Handler {
 	mux.HandleFunc("GET /v1/allow", a.allow)
 	mux.HandleFunc("GET /healthz", a.healthz)
 	mux.HandleFunc("GET /debug/ringlimit", a.debug)
+	mux.Handle("GET /metrics", a.metrics())
 	return mux
 }
 
