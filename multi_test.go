@@ -9,7 +9,9 @@ import (
 )
 
 func TestBinding(t *testing.T) {
-	ok := func(rem int64) ringlimit.Decision { return ringlimit.Decision{Allowed: true, Limit: 10, Remaining: rem} }
+	ok := func(rem int64) ringlimit.Decision {
+		return ringlimit.Decision{Allowed: true, Limit: 10, Remaining: rem}
+	}
 	no := func(retry time.Duration) ringlimit.Decision {
 		return ringlimit.Decision{Allowed: false, Limit: 10, RetryAfter: retry}
 	}
