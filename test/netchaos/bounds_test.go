@@ -1,0 +1,53 @@
+package netchaos
+
+import "time"
+
+// The bounds the failure scenarios assert, as test/chaos's bounds_test.go
+// (a key's admissions over a scenario whose window covers it all are
+// bounded by the places that held its state, each of which may admit what
+// it did not know of), with the network's faults added:
+//
+//   - A node that others drop from their rings (partition, gossip port
+//     blocked, loss or latency enough to fail its probes) and that keeps
+//     serving its own callers is one more holder of every key the two sides
+//     disagree on: one fault (ringBound).
+//   - A node whose peer links fail while every ring keeps it (peer port
+//     blocked, asymmetric partition, a forward's packet lost or delayed past
+//     the forward timeout) sends those calls to the store, which holds what
+//     the owner wrote behind but is not read back by the owner: one limit
+//     per store incarnation (cutOffBound).
+//   - Fail-open admissions (Source "fallback") admit everything by design;
+//     they are added as counted.
+func keyBound(limit, faults int, restarted bool, storeIncarnations int) int {
+	if faults == 0 {
+		return limit
+	}
+	per := 1
+	if restarted {
+		per++
+	}
+	return limit * (1 + storeIncarnations + faults*per)
+}
+
+// ringBound is a key whose holders may disagree once: the owner, the store,
+// and the other side.
+func ringBound(limit int) int { return keyBound(limit, 1, false, 1) }
+
+// cutOffBound is a key whose owner stays in every ring but some calls for
+// it go to the store: the owner, and one limit per store incarnation.
+func cutOffBound(limit, storeIncarnations int) int { return limit * (1 + storeIncarnations) }
+
+// callMargin is how long a caller may wait beyond the worst the library
+// allows (the forward timeout, then the store timeout): the HTTP round trip
+// from the harness to a container, and scheduling on a loaded 2-core
+// machine running five node containers, the store and a -race harness.
+const callMargin = 300 * time.Millisecond
+
+// maxCallLatency is the longest any call to a node that stayed up may take.
+const maxCallLatency = forwardTimeout + storeTimeout + callMargin
+
+// Leak slack, as test/chaos's.
+const (
+	goroutineSlack = 10
+	fdSlack        = 5
+)
