@@ -37,6 +37,20 @@ func ringBound(limit int) int { return keyBound(limit, 1, false, 1) }
 // it go to the store: the owner, and one limit per store incarnation.
 func cutOffBound(limit, storeIncarnations int) int { return limit * (1 + storeIncarnations) }
 
+// flapBound is a key whose owner others dropped from their rings drops
+// times and took back each time (a node that stays up but whose gossip
+// fails now and then: packet loss, latency, an asymmetric partition): each
+// drop may make another node its holder for a while, which loads what the
+// store holds (and the store may hold less than the owner knows: the
+// owner's write-behind is late or lost), so one limit per drop. A key whose
+// owner was never dropped gets base.
+func flapBound(limit, drops, base int) int {
+	if drops == 0 {
+		return base
+	}
+	return keyBound(limit, drops, false, 1)
+}
+
 // callMargin is how long a caller may wait beyond the worst the library
 // allows (the forward timeout, then the store timeout): the HTTP round trip
 // from the harness to a container, and scheduling on a loaded 2-core

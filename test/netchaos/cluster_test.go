@@ -1,15 +1,20 @@
 package netchaos
 
 import (
+	"bufio"
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,6 +36,7 @@ const (
 // address changes only when the scenario says so.
 type cnode struct {
 	name   string
+	addr   string        // the address it has or will have (others join it there)
 	offset time.Duration // its clock's offset (-clock-offset)
 	ctr    atomic.Pointer[container]
 
@@ -66,7 +72,7 @@ func startCluster(t *testing.T, im images, offsets []time.Duration) *cluster {
 	c := &cluster{t: t, im: im, nw: newNetwork(t), secret: hex.EncodeToString(key)}
 	c.startStore()
 	for i, off := range offsets {
-		p := &cnode{name: fmt.Sprintf("n%d", i+1), offset: off}
+		p := &cnode{name: fmt.Sprintf("n%d", i+1), addr: c.nw.ip(firstNodeHost + i), offset: off}
 		p.tr = &http.Transport{MaxIdleConnsPerHost: 16, DisableCompression: true}
 		p.client = &http.Client{Transport: p.tr, Timeout: 3 * time.Second}
 		c.nodes = append(c.nodes, p)
@@ -77,7 +83,7 @@ func startCluster(t *testing.T, im images, offsets []time.Duration) *cluster {
 		}
 	})
 	for i := range c.nodes {
-		c.start(i, c.nw.ip(firstNodeHost+i))
+		c.start(i)
 	}
 	c.waitConverged(c.names(), 30*time.Second)
 	for _, p := range c.nodes {
@@ -101,20 +107,22 @@ func (c *cluster) names() []string {
 	return s
 }
 
-// start runs node i's container at ip and waits until it answers /healthz.
-// It does not mark it up.
-func (c *cluster) start(i int, ip string) {
+// start runs node i's container at its address and waits until it answers
+// /healthz. It does not mark it up. It joins every other node's address,
+// started or not (the first node's join is answered once a second is up;
+// a restarted node finds the others).
+func (c *cluster) start(i int) {
 	c.t.Helper()
 	p := c.nodes[i]
 	var join []string
 	for _, o := range c.nodes {
-		if o != p && o.ctr.Load() != nil {
-			join = append(join, o.ip()+":"+gossipPort)
+		if o != p {
+			join = append(join, o.addr+":"+gossipPort)
 		}
 	}
 	c.runs++
 	name := fmt.Sprintf("%s-%s-%d", c.nw.name, p.name, c.runs)
-	ctr := runContainer(c.t, c.nw, name, ip, []string{"CHAOSNODE_SECRET=" + c.secret}, c.im.node,
+	ctr := runContainer(c.t, c.nw, name, p.addr, []string{"CHAOSNODE_SECRET=" + c.secret}, c.im.node,
 		"-name", p.name, "-gossip", "0.0.0.0:"+gossipPort, "-rpc", "0.0.0.0:"+rpcPort, "-http", "0.0.0.0:"+httpPort,
 		"-join", strings.Join(join, ","), "-valkey", c.storeAddr(),
 		"-forward-timeout", forwardTimeout.String(), "-store-timeout", storeTimeout.String(),
@@ -189,7 +197,8 @@ func (c *cluster) restartAt(i int, ip string) time.Duration {
 	c.t.Helper()
 	start := time.Now()
 	mustDocker(c.t, "rm", "-f", c.nodes[i].ctr.Load().name)
-	c.start(i, ip)
+	c.nodes[i].addr = ip
+	c.start(i)
 	c.waitConverged(c.names(), 30*time.Second)
 	c.nodes[i].up.Store(true)
 	return time.Since(start)
@@ -356,4 +365,92 @@ func (c *cluster) cutPeersTo(v int) {
 		c.nodes[i].ctr.Load().iptables(c.t,
 			[]string{"-A", "OUTPUT", "-p", "tcp", "-d", c.nodes[v].ip(), "--dport", rpcPort, "-j", "DROP"})
 	}
+}
+
+// delay holds every packet node v sends (but its answers to the harness)
+// for d: an NFQUEUE rule in v's namespace, and nfdelay, run there by
+// nsenter, giving each packet its verdict d after it came. The rule
+// bypasses the queue when nfdelay is not running. It returns a func that
+// ends the delay (removing every rule in v's namespace).
+func (c *cluster) delay(v int, d time.Duration, nfdelay string) func() {
+	c.t.Helper()
+	ctr := c.nodes[v].ctr.Load()
+	pid, err := ctr.pid()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cmd := exec.Command("nsenter", "-t", strconv.Itoa(pid), "-n", nfdelay, "-queue", "7", "-delay", d.String())
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		})
+	}
+	c.t.Cleanup(stop)
+	ready := make(chan error, 1)
+	go func() {
+		line, err := bufio.NewReader(out).ReadString('\n')
+		if err == nil && line != "ready\n" {
+			err = fmt.Errorf("nfdelay said %q", line)
+		}
+		ready <- err
+	}()
+	select {
+	case err := <-ready:
+		if err != nil {
+			stop()
+			c.t.Fatalf("nfdelay in %s: %v: %s", ctr.name, err, stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		stop()
+		c.t.Fatalf("nfdelay in %s: not ready within 10s: %s", ctr.name, stderr.String())
+	}
+	ctr.iptables(c.t,
+		[]string{"-A", "OUTPUT", "-p", "tcp", "--sport", httpPort, "-j", "ACCEPT"},
+		[]string{"-A", "OUTPUT", "-j", "NFQUEUE", "--queue-num", "7", "--queue-bypass"})
+	return func() {
+		ctr.flush(c.t)
+		stop()
+	}
+}
+
+// drops counts, for each node, the most times any one running node dropped
+// it from its ring, from the nodes' logs ("node: membership changed" events
+// whose left list names it): each time its keys' next owner drops it, that
+// node takes its keys over again, loading them from the store.
+func (c *cluster) drops() map[string]int {
+	most := map[string]int{}
+	for _, p := range c.nodes {
+		n := map[string]int{}
+		out, err := docker("logs", p.ctr.Load().name)
+		if err != nil {
+			c.t.Errorf("logs of %s: %v", p.name, err)
+			continue
+		}
+		for _, l := range lines(out) {
+			if !strings.Contains(l, `msg="node: membership changed"`) {
+				continue
+			}
+			_, left, _ := strings.Cut(l, " left=")
+			left, _, _ = strings.Cut(strings.TrimLeft(left, `"[`), "]")
+			for _, name := range strings.Fields(left) {
+				n[name]++
+			}
+		}
+		for name, k := range n {
+			most[name] = max(most[name], k)
+		}
+	}
+	return most
 }

@@ -128,8 +128,9 @@ func labels() []string {
 	return []string{"--label", label + "=1", "--label", pidLabel + "=" + strconv.Itoa(os.Getpid())}
 }
 
-// images are the two images a run builds.
-type images struct{ node, store string }
+// images are the two images a run builds, and the host binary that delays
+// packets (nfdelay).
+type images struct{ node, store, nfdelay string }
 
 // buildImages builds the node image (chaosnode, static) and the store image
 // (the host's redis-server or valkey-server and the libraries it links,
@@ -144,6 +145,12 @@ func buildImages(t *testing.T) images {
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build chaosnode: %v\n%s", err, out)
+	}
+	im.nfdelay = filepath.Join(t.TempDir(), "nfdelay")
+	cmd = exec.Command("go", "build", "-o", im.nfdelay, "./nfdelay")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build nfdelay: %v\n%s", err, out)
 	}
 	writeFile(t, filepath.Join(dir, "Dockerfile"), "FROM scratch\nCOPY chaosnode /chaosnode\nENTRYPOINT [\"/chaosnode\"]\n")
 	t.Cleanup(func() { _, _ = docker("rmi", "-f", im.node) })

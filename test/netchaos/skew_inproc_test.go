@@ -112,8 +112,8 @@ func newInprocLoad(nodes []*node.Node, keys []string) *inprocLoad {
 	ctx, cancel := context.WithTimeout(context.Background(), loadMaxTime)
 	alg, _ := ringlimit.ParseAlgorithm(skewRule.algorithm)
 	l := &inprocLoad{
-		rule:   ringlimit.Rule{Algorithm: alg, Limit: int64(skewRule.limit), Window: skewRule.window},
-		keys:   keys, cancel: cancel,
+		rule: ringlimit.Rule{Algorithm: alg, Limit: int64(skewRule.limit), Window: skewRule.window},
+		keys: keys, cancel: cancel,
 		nodes:  append([]*node.Node(nil), nodes...),
 		up:     make([]bool, len(nodes)),
 		epoch:  make([]uint64, len(nodes)),

@@ -119,8 +119,10 @@ func skewRolling(t *testing.T, im images) row {
 	ru := begin(t, im, skewOffsets, skewRule)
 	c := ru.c
 	for i := range c.nodes {
+		stop := time.Now()
 		c.term(i)
-		ru.r.detect = max(ru.r.detect, c.waitView(c.others(i), c.without(i), 15*time.Second))
+		c.waitView(c.others(i), c.without(i), 15*time.Second)
+		ru.r.detect = max(ru.r.detect, time.Since(stop))
 		ru.r.recover = max(ru.r.recover, c.restart(i))
 	}
 	ru.recovered()
@@ -138,7 +140,8 @@ func skewCrash(t *testing.T, im images) row {
 	c := ru.c
 	v := slices.Index(skewOffsets, slices.Min(skewOffsets))
 	c.kill(v)
-	ru.r.detect = c.waitView(c.others(v), c.without(v), 15*time.Second)
+	c.waitView(c.others(v), c.without(v), 15*time.Second)
+	ru.r.detect = time.Since(ru.from)
 	time.Sleep(2 * time.Second) // the node stays dead
 	ru.r.recover = c.restart(v)
 	ru.recovered()
