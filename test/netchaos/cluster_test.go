@@ -426,31 +426,36 @@ func (c *cluster) delay(v int, d time.Duration, nfdelay string) func() {
 }
 
 // drops counts, for each node, the most times any one running node dropped
-// it from its ring, from the nodes' logs ("node: membership changed" events
-// whose left list names it): each time its keys' next owner drops it, that
-// node takes its keys over again, loading them from the store.
+// it from its ring (see countDrops): each time its keys' next owner drops
+// it, that node takes its keys over again, loading them from the store.
 func (c *cluster) drops() map[string]int {
 	most := map[string]int{}
 	for _, p := range c.nodes {
-		n := map[string]int{}
 		out, err := docker("logs", p.ctr.Load().name)
 		if err != nil {
 			c.t.Errorf("logs of %s: %v", p.name, err)
 			continue
 		}
-		for _, l := range lines(out) {
-			if !strings.Contains(l, `msg="node: membership changed"`) {
-				continue
-			}
-			_, left, _ := strings.Cut(l, " left=")
-			left, _, _ = strings.Cut(strings.TrimLeft(left, `"[`), "]")
-			for _, name := range strings.Fields(left) {
-				n[name]++
-			}
-		}
-		for name, k := range n {
+		for name, k := range countDrops(out) {
 			most[name] = max(most[name], k)
 		}
 	}
 	return most
+}
+
+// countDrops counts, in a node's log, the "node: membership changed"
+// events whose left list names each node.
+func countDrops(log string) map[string]int {
+	n := map[string]int{}
+	for _, l := range lines(log) {
+		if !strings.Contains(l, `msg="node: membership changed"`) {
+			continue
+		}
+		_, left, _ := strings.Cut(l, " left=")
+		left, _, _ = strings.Cut(strings.TrimLeft(left, `"[`), "]")
+		for _, name := range strings.Fields(left) {
+			n[name]++
+		}
+	}
+	return n
 }

@@ -58,6 +58,7 @@ func TestNetChaos(t *testing.T) {
 				defer func() {
 					r.name, r.failed, r.skipped = sc.name, t.Failed(), t.Skipped()
 					rows = append(rows, r)
+					t.Logf("\n%s%s", tableHeader, r)
 				}()
 				r = sc.run(t, im)
 			})

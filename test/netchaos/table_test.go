@@ -2,6 +2,7 @@ package netchaos
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 )
@@ -19,9 +20,13 @@ func (g group) String() string {
 		return "—"
 	}
 	over := 100 * float64(g.admitted-g.limit) / float64(g.limit)
-	s := fmt.Sprintf("%d/%d (%+.0f%%), worst key %.1f× (bound %.0f×)", g.admitted, g.limit, over, g.worst, g.bound)
+	bound := fmt.Sprintf("%.0f×", g.bound)
+	if math.Abs(g.bound-math.Round(g.bound)) >= 0.05 {
+		bound = fmt.Sprintf("%.1f×", g.bound)
+	}
+	s := fmt.Sprintf("%d/%d (%+.0f%%), worst key %.1f× (bound %s)", g.admitted, g.limit, over, g.worst, bound)
 	if g.fallback > 0 {
-		s = fmt.Sprintf("%d/%d (%+.0f%%), worst key %.1f× (bound %.0f× + the %d fail-open)", g.admitted, g.limit, over, g.worst, g.bound, g.fallback)
+		s = fmt.Sprintf("%d/%d (%+.0f%%), worst key %.1f× (bound %s + the %d fail-open)", g.admitted, g.limit, over, g.worst, bound, g.fallback)
 	}
 	return s
 }
