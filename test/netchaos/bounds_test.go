@@ -55,10 +55,22 @@ func flapBound(limit, drops, base int) int {
 // allows (the forward timeout, then the store timeout): the HTTP round trip
 // from the harness to a container, and scheduling on a loaded 2-core
 // machine running five node containers, the store and a -race harness.
+// Asserted on the 99th percentile of every scenario's calls to nodes that
+// stayed up.
 const callMargin = 300 * time.Millisecond
 
-// maxCallLatency is the longest any call to a node that stayed up may take.
-const maxCallLatency = forwardTimeout + storeTimeout + callMargin
+// stallMargin is the same for the slowest call of a scenario: on a machine
+// shared with other work, a container or the harness is sometimes not
+// scheduled for a while (measured: 0.74 s at a load average of 25 on 2
+// cores). A call that waited on a hung peer or store without its timeout
+// would take longer still.
+const stallMargin = 1500 * time.Millisecond
+
+// p99CallLatency and maxCallLatency bound the calls to nodes that stayed up.
+const (
+	p99CallLatency = forwardTimeout + storeTimeout + callMargin
+	maxCallLatency = forwardTimeout + storeTimeout + stallMargin
+)
 
 // Leak slack, as test/chaos's.
 const (
