@@ -410,6 +410,9 @@ func (c *cluster) delay(v int, d time.Duration, nfdelay string) func() {
 	case err := <-ready:
 		if err != nil {
 			stop()
+			if strings.Contains(stderr.String(), "nfdelay: config") || strings.Contains(stderr.String(), "nfdelay: socket") {
+				c.t.Skipf("netchaos: skipped: this kernel has no NFQUEUE to delay packets with (nfnetlink_queue): %s", stderr.String())
+			}
 			c.t.Fatalf("nfdelay in %s: %v: %s", ctr.name, err, stderr.String())
 		}
 	case <-time.After(10 * time.Second):
