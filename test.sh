@@ -19,7 +19,7 @@ fi
 go vet ./...
 
 # test/netchaos runs node containers on a private Docker network and injects
-# faults with iptables (and tc netem) in their network namespaces, so its
+# faults with iptables (and an NFQUEUE queue) in their network namespaces, so its
 # container scenarios need a Docker daemon and root; without them they skip,
 # saying why (its in-process clock-skew test runs anyway). It runs after the
 # other packages, so that it does not share the 2 cores with test/chaos.
@@ -35,7 +35,7 @@ if docker info >/dev/null 2>&1; then
 			echo "test.sh: a Docker daemon answers but this is not root and sudo asks for a password: test/netchaos's container scenarios will skip" >&2
 		fi
 	fi
-	for tool in nsenter:util-linux iptables:iptables tc:iproute2; do
+	for tool in nsenter:util-linux iptables:iptables; do
 		if ! command -v "${tool%%:*}" >/dev/null; then
 			echo "test.sh: installing ${tool##*:} for test/netchaos" >&2
 			DEBIAN_FRONTEND=noninteractive ${sudo:+sudo -n} apt-get install -y -qq "${tool##*:}" >/dev/null

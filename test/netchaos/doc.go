@@ -3,9 +3,12 @@
 // FROM scratch) on a private Docker network the test creates, Redis in a
 // container of its own, and load from the test process through every node's
 // HTTP endpoint. Faults come from the engine and the kernel only: docker
-// kill/pause/network, iptables in a container's network namespace (entered
-// from the host with nsenter, so the images stay FROM scratch), and tc
-// netem where the kernel has it. It also holds the clock-skew tests, in
+// kill, pause and rm (a node back at a new address), and iptables in a
+// container's network namespace (entered from the host with nsenter, so the
+// images stay FROM scratch): DROP rules for partitions and blocked ports,
+// the statistic match for packet loss, and an NFQUEUE queue for latency,
+// whose packets ./nfdelay accepts a fixed time after they came (this
+// kernel has no sch_netem for tc). It also holds the clock-skew tests, in
 // process (node/nodetest with Config.Clock) and in containers (chaosnode's
 // -clock-offset). Each scenario prints one row of test/chaos's table; see
 // RESULTS.md.
