@@ -82,7 +82,7 @@ func TestNetChaos(t *testing.T) {
 		time.Now().UTC().Format("2006-01-02 15:04"), cmd, time.Since(start).Round(time.Second))
 	fmt.Fprintf(&b, "Five node containers (test/chaos/chaosnode, static, FROM scratch) and a store container (the host's %s and its libraries, FROM scratch) on a private internal Docker network the test creates; ",
 		storeName())
-	fmt.Fprintf(&b, "load from the test process through each node's HTTP endpoint; faults from the engine and the kernel only (docker kill/pause/rm, iptables in the node's network namespace via nsenter). ")
+	fmt.Fprintf(&b, "load from the test process through each node's HTTP endpoint; faults from the engine and the kernel only (docker kill/pause/rm; iptables DROP, statistic and NFQUEUE rules in a node's network namespace via nsenter, with ./nfdelay giving queued packets their verdict after the delay). ")
 	fmt.Fprintf(&b, "Failure scenarios: rule %s, limit %d per %s (the window covers the whole scenario), %d keys per node, the fault held %s; forward and store timeouts %s and %s.\n\n",
 		chaosRule.algorithm, chaosRule.limit, chaosRule.window, keysPerNode, hold, forwardTimeout, storeTimeout)
 	b.WriteString(renderTable(faultRows))
