@@ -16,6 +16,9 @@ import "time"
 //     the forward timeout) sends those calls to the store, which holds what
 //     the owner wrote behind but is not read back by the owner: one limit
 //     per store incarnation (cutOffBound).
+//     That holds for any key the store decided some calls of (a forward
+//     that failed or timed out, on a merely loaded machine too): finish
+//     holds every such key to cutOffBound at least.
 //   - Fail-open admissions (Source "fallback") admit everything by design;
 //     they are added as counted.
 func keyBound(limit, faults int, restarted bool, storeIncarnations int) int {

@@ -222,6 +222,7 @@ func storeFault(t *testing.T, im images, hold time.Duration, kill bool) row {
 	if kill {
 		mustDocker(t, "start", c.store.name)
 		inc = 2
+		ru.storeRestarts = 1
 	} else {
 		mustDocker(t, "unpause", c.store.name)
 	}

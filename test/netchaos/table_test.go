@@ -44,6 +44,7 @@ type row struct {
 	detect, recover     time.Duration // -1: not applicable
 	leak                []string      // survivor: goroutines before→after / fds before→after
 	note                string
+	cutOff              int // keys held to the cut-off bound because the store decided some of their calls
 }
 
 func ms(d time.Duration) string {
@@ -81,8 +82,12 @@ func renderTable(rows []row) string {
 	}
 	b.WriteString("\n")
 	for _, r := range rows {
-		if r.note != "" {
-			fmt.Fprintf(&b, "- %s: %s\n", r.name, r.note)
+		note := r.note
+		if r.cutOff > 0 {
+			note += fmt.Sprintf("; %d keys had store decisions (their owner's forward failed or timed out) and are held to the cut-off bound", r.cutOff)
+		}
+		if note != "" {
+			fmt.Fprintf(&b, "- %s: %s\n", r.name, strings.TrimPrefix(note, "; "))
 		}
 	}
 	return b.String()
