@@ -63,7 +63,7 @@ func partition(t *testing.T, im images, hold time.Duration) row {
 	ru.r.recover = time.Since(heal)
 	ru.recovered()
 	ru.r.note = fmt.Sprintf("the minority side is %s and %s; the victim's keys are theirs", c.nodes[minor[0]].name, c.nodes[minor[1]].name)
-	return ru.finish(minor, c.others(), func(string) int { return ringBound(chaosRule.limit) }, false)
+	return ru.finish(minor, c.others(), func(string) int { return ringBound(chaosRule.limit) })
 }
 
 // 2. An asymmetric partition: a drops every packet from b; b still hears
@@ -85,14 +85,14 @@ func asymmetric(t *testing.T, im images, hold time.Duration) row {
 	ru.recovered()
 	an, bn := c.nodes[a].name, c.nodes[b].name
 	drops := c.drops()
-	ru.r.note = fmt.Sprintf("%s drops every packet from %s; rings dropped a node %s; at the end of the fault %s", an, bn, dropNote(drops), during)
+	ru.r.note = fmt.Sprintf("%s drops every packet from %s; at the end of the fault %s", an, bn, during)
 	return ru.finish([]int{a, b}, c.others(), func(k string) int {
 		base := chaosRule.limit
 		if o := ru.owner[k]; o == an || o == bn {
 			base = cutOffBound(chaosRule.limit, 1) // forwards between a and b go to the store
 		}
 		return flapBound(chaosRule.limit, drops[ru.owner[k]], base)
-	}, true)
+	})
 }
 
 // 3. Packet loss on one node: each packet it sends or receives (but the
@@ -110,11 +110,11 @@ func loss(t *testing.T, im images, p float64, hold time.Duration) row {
 	ru.r.recover = time.Since(heal)
 	ru.recovered()
 	drops := c.drops()
-	ru.r.note = fmt.Sprintf("the victim is %s; rings dropped a node %s; at the end of the loss %s", c.nodes[v].name, dropNote(drops), during)
+	ru.r.note = fmt.Sprintf("the victim is %s; at the end of the loss %s", c.nodes[v].name, during)
 	return ru.finish([]int{v}, c.others(), func(k string) int {
 		// A forward to or from the victim that loses a packet goes to the store.
 		return flapBound(chaosRule.limit, drops[ru.owner[k]], cutOffBound(chaosRule.limit, 1))
-	}, true)
+	})
 }
 
 // 4. Added latency on one node, more than the forward timeout: every
@@ -134,12 +134,12 @@ func latency(t *testing.T, im images, d, hold time.Duration) row {
 	ru.r.recover = time.Since(heal)
 	ru.recovered()
 	drops := c.drops()
-	ru.r.note = fmt.Sprintf("the victim is %s (every packet it sent held %s); rings dropped a node %s; at the end of the delay %s",
-		c.nodes[v].name, d, dropNote(drops), during)
+	ru.r.note = fmt.Sprintf("the victim is %s (every packet it sent held %s); at the end of the delay %s",
+		c.nodes[v].name, d, during)
 	return ru.finish([]int{v}, c.others(), func(k string) int {
 		// Every forward to or from the victim times out: the store decides.
 		return flapBound(chaosRule.limit, drops[ru.owner[k]], cutOffBound(chaosRule.limit, 1))
-	}, true)
+	})
 }
 
 // 5. The gossip port blocked on one node (TCP and UDP, both ways) while its
@@ -158,7 +158,7 @@ func gossipBlocked(t *testing.T, im images, hold time.Duration) row {
 	ru.r.recover = time.Since(heal)
 	ru.recovered()
 	ru.r.note = "the victim is " + c.nodes[v].name
-	return ru.finish([]int{v}, c.others(), func(string) int { return ringBound(chaosRule.limit) }, false)
+	return ru.finish([]int{v}, c.others(), func(string) int { return ringBound(chaosRule.limit) })
 }
 
 // 6. The peer port blocked on one node (both ways) while gossip flows:
@@ -176,7 +176,7 @@ func peerBlocked(t *testing.T, im images, hold time.Duration) row {
 	ru.r.recover = time.Since(heal)
 	ru.recovered()
 	ru.r.note = fmt.Sprintf("the victim is %s; at the end of the block %s", c.nodes[v].name, during)
-	return ru.finish([]int{v}, c.others(), func(string) int { return cutOffBound(chaosRule.limit, 1) }, false)
+	return ru.finish([]int{v}, c.others(), func(string) int { return cutOffBound(chaosRule.limit, 1) })
 }
 
 // 7. A node killed, then started again under the same name at a new
@@ -195,7 +195,7 @@ func newIP(t *testing.T, im images, hold time.Duration) row {
 	ru.r.note = fmt.Sprintf("the victim is %s, %s → %s", victim, old, c.nodes[v].ip())
 	return ru.finish([]int{v}, c.others(v), func(k string) int {
 		return keyBound(chaosRule.limit, b2i(ru.owner[k] == victim), true, 1)
-	}, false)
+	})
 }
 
 // 8, 9. The store container paused (docker pause: its process frozen,
@@ -239,5 +239,5 @@ func storeFault(t *testing.T, im images, hold time.Duration, kill bool) row {
 			return cutOffBound(chaosRule.limit, inc)
 		}
 		return chaosRule.limit
-	}, true)
+	})
 }

@@ -44,7 +44,8 @@ type row struct {
 	detect, recover     time.Duration // -1: not applicable
 	leak                []string      // survivor: goroutines before→after / fds before→after
 	note                string
-	cutOff              int // keys held to the cut-off bound because the store decided some of their calls
+	cutOff              int            // keys held to the cut-off bound because the store decided some of their calls
+	drops               map[string]int // node → the most times one ring dropped it
 }
 
 func ms(d time.Duration) string {
@@ -83,6 +84,9 @@ func renderTable(rows []row) string {
 	b.WriteString("\n")
 	for _, r := range rows {
 		note := r.note
+		if len(r.drops) > 0 {
+			note += "; rings dropped a node " + dropNote(r.drops)
+		}
 		if r.cutOff > 0 {
 			note += fmt.Sprintf("; %d keys had store decisions (their owner's forward failed or timed out) and are held to the cut-off bound", r.cutOff)
 		}
