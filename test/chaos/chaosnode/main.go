@@ -9,7 +9,8 @@
 //	POST /chaos/peers?block=name,...                  cut only the peer (RPC) links to those nodes
 //	POST /chaos/heal                                  restore both
 //
-// The secret key comes from the environment (CHAOSNODE_SECRET, hex). SIGTERM
+// With -clock-offset the node's Config.Clock runs that far from the system
+// clock (test/netchaos's clock-skew scenarios). The secret key comes from the environment (CHAOSNODE_SECRET, hex). SIGTERM
 // or SIGINT closes the node gracefully (it leaves the cluster) and exits 0.
 package main
 
@@ -57,6 +58,7 @@ func run() error {
 		fwd      = flag.Duration("forward-timeout", 50*time.Millisecond, "node.Config.ForwardTimeout")
 		store    = flag.Duration("store-timeout", 50*time.Millisecond, "node.Config.StoreTimeout")
 		verbose  = flag.Bool("v", false, "log the node's events to stderr")
+		offset   = flag.Duration("clock-offset", 0, "run the node's clock this far ahead of the system's (negative: behind)")
 	)
 	flag.Parse()
 	if *name == "" || *gossip == "" || *rpc == "" || *httpAddr == "" {
@@ -83,6 +85,9 @@ func run() error {
 		StoreTimeout:   *store,
 		Network:        nw,
 		Logger:         logger,
+	}
+	if *offset != 0 {
+		cfg.Clock = offsetClock(*offset)
 	}
 	if *join != "" {
 		cfg.Join = strings.Split(*join, ",")
@@ -120,6 +125,12 @@ func run() error {
 	_ = srv.Shutdown(sctx)
 	return cerr
 }
+
+// offsetClock is the system clock moved by a fixed offset: a container
+// cannot set the kernel's clock, so a skewed host is simulated here.
+type offsetClock time.Duration
+
+func (o offsetClock) Now() time.Time { return time.Now().Add(time.Duration(o)) }
 
 // Decision is the JSON answer of /v1/allow.
 type Decision struct {

@@ -1,0 +1,5 @@
+//go:build race
+
+package netchaos
+
+func init() { raceEnabled = true }

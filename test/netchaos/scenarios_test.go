@@ -1,0 +1,243 @@
+package netchaos
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func pick(n int) int { return rand.IntN(n) }
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// dropNote lists how often rings dropped each node, for notes.
+func dropNote(drops map[string]int) string {
+	if len(drops) == 0 {
+		return "never"
+	}
+	var s []string
+	for _, name := range slices.Sorted(maps.Keys(drops)) {
+		s = append(s, fmt.Sprintf("%s×%d", name, drops[name]))
+	}
+	return strings.Join(s, " ")
+}
+
+// views describes what each node sees, for notes.
+func (c *cluster) views() string {
+	var s []string
+	for i, p := range c.nodes {
+		st, err := c.stats(i)
+		if err != nil {
+			s = append(s, p.name+": "+err.Error())
+			continue
+		}
+		s = append(s, fmt.Sprintf("%s sees %d", p.name, len(st.Members)))
+	}
+	return strings.Join(s, ", ")
+}
+
+// 1. A full partition 3|2 (every packet between the sides dropped, both
+// ways; the store reachable from both), then healed.
+func partition(t *testing.T, im images, hold time.Duration) row {
+	ru := begin(t, im, five(), chaosRule)
+	c := ru.c
+	perm := rand.Perm(5)
+	minor, major := perm[:2], perm[2:]
+	c.partition(major, minor)
+	c.waitView(major, c.without(minor...), 15*time.Second)
+	c.waitView(minor, c.without(major...), 15*time.Second)
+	ru.r.detect = time.Since(ru.from)
+	time.Sleep(hold) // the split lasts
+	heal := time.Now()
+	c.heal()
+	c.waitConverged(c.names(), 30*time.Second)
+	ru.r.recover = time.Since(heal)
+	ru.recovered()
+	ru.r.note = fmt.Sprintf("the minority side is %s and %s; the victim's keys are theirs", c.nodes[minor[0]].name, c.nodes[minor[1]].name)
+	return ru.finish(minor, c.others(), func(string) int { return ringBound(chaosRule.limit) })
+}
+
+// 2. An asymmetric partition: a drops every packet from b; b still hears
+// a. Gossip's indirect probes may keep both in every ring; the peer links
+// between them fail both ways (a TCP handshake needs both directions).
+func asymmetric(t *testing.T, im images, hold time.Duration) row {
+	ru := begin(t, im, five(), chaosRule)
+	c := ru.c
+	perm := rand.Perm(5)
+	a, b := perm[0], perm[1]
+	c.nodes[a].ctr.Load().iptables(t, []string{"-A", "INPUT", "-s", c.nodes[b].ip(), "-j", "DROP"})
+	ru.r.detect = ru.l.firstSource(ru.from, hold, "store", "fallback")
+	time.Sleep(time.Until(ru.from.Add(hold))) // the fault lasts
+	during := c.views()
+	heal := time.Now()
+	c.heal()
+	c.waitConverged(c.names(), 30*time.Second)
+	ru.r.recover = time.Since(heal)
+	ru.recovered()
+	an, bn := c.nodes[a].name, c.nodes[b].name
+	drops := c.drops()
+	ru.r.note = fmt.Sprintf("%s drops every packet from %s; at the end of the fault %s", an, bn, during)
+	return ru.finish([]int{a, b}, c.others(), func(k string) int {
+		base := chaosRule.limit
+		if o := ru.owner[k]; o == an || o == bn {
+			base = cutOffBound(chaosRule.limit, 1) // forwards between a and b go to the store
+		}
+		return flapBound(chaosRule.limit, drops[ru.owner[k]], base)
+	})
+}
+
+// 3. Packet loss on one node: each packet it sends or receives (but the
+// harness's HTTP) dropped with probability p.
+func loss(t *testing.T, im images, p float64, hold time.Duration) row {
+	ru := begin(t, im, five(), chaosRule)
+	c, v := ru.c, pick(5)
+	c.loss(v, p)
+	ru.r.detect = ru.l.firstSource(ru.from, hold, "store", "fallback")
+	time.Sleep(time.Until(ru.from.Add(hold))) // the loss lasts
+	during := c.views()
+	heal := time.Now()
+	c.heal()
+	c.waitConverged(c.names(), 30*time.Second)
+	ru.r.recover = time.Since(heal)
+	ru.recovered()
+	drops := c.drops()
+	ru.r.note = fmt.Sprintf("the victim is %s; at the end of the loss %s", c.nodes[v].name, during)
+	return ru.finish([]int{v}, c.others(), func(k string) int {
+		// A forward to or from the victim that loses a packet goes to the store.
+		return flapBound(chaosRule.limit, drops[ru.owner[k]], cutOffBound(chaosRule.limit, 1))
+	})
+}
+
+// 4. Added latency on one node, more than the forward timeout: every
+// packet it sends (but its answers to the harness: callers run in the
+// node's process in production) is held for d.
+func latency(t *testing.T, im images, d, hold time.Duration) row {
+	ru := begin(t, im, five(), chaosRule)
+	c, v := ru.c, pick(5)
+	end := c.delay(v, d, im.nfdelay)
+	ru.from = time.Now()
+	ru.r.detect = ru.l.firstSource(ru.from, hold, "store", "fallback")
+	time.Sleep(time.Until(ru.from.Add(hold))) // the delay lasts
+	during := c.views()
+	heal := time.Now()
+	end()
+	c.waitConverged(c.names(), 30*time.Second)
+	ru.r.recover = time.Since(heal)
+	ru.recovered()
+	drops := c.drops()
+	ru.r.note = fmt.Sprintf("the victim is %s (every packet it sent held %s); at the end of the delay %s",
+		c.nodes[v].name, d, during)
+	return ru.finish([]int{v}, c.others(), func(k string) int {
+		// Every forward to or from the victim times out: the store decides.
+		return flapBound(chaosRule.limit, drops[ru.owner[k]], cutOffBound(chaosRule.limit, 1))
+	})
+}
+
+// 5. The gossip port blocked on one node (TCP and UDP, both ways) while its
+// peer port stays open: the others drop it from their rings, it drops them.
+func gossipBlocked(t *testing.T, im images, hold time.Duration) row {
+	ru := begin(t, im, five(), chaosRule)
+	c, v := ru.c, pick(5)
+	c.blockPort(v, gossipPort)
+	c.waitView(c.others(v), c.without(v), 15*time.Second)
+	c.waitView([]int{v}, []string{c.nodes[v].name}, 15*time.Second)
+	ru.r.detect = time.Since(ru.from)
+	time.Sleep(hold) // the block lasts
+	heal := time.Now()
+	c.heal()
+	c.waitConverged(c.names(), 30*time.Second)
+	ru.r.recover = time.Since(heal)
+	ru.recovered()
+	ru.r.note = "the victim is " + c.nodes[v].name
+	return ru.finish([]int{v}, c.others(), func(string) int { return ringBound(chaosRule.limit) })
+}
+
+// 6. The peer port blocked on one node (both ways) while gossip flows:
+// every ring keeps it; forwards to and from it go to the store.
+func peerBlocked(t *testing.T, im images, hold time.Duration) row {
+	ru := begin(t, im, five(), chaosRule)
+	c, v := ru.c, pick(5)
+	c.blockPort(v, rpcPort)
+	ru.r.detect = ru.l.firstSource(ru.from, hold, "store", "fallback")
+	time.Sleep(time.Until(ru.from.Add(hold))) // the block lasts
+	during := c.views()
+	heal := time.Now()
+	c.heal()
+	c.waitConverged(c.names(), 30*time.Second)
+	ru.r.recover = time.Since(heal)
+	ru.recovered()
+	ru.r.note = fmt.Sprintf("the victim is %s; at the end of the block %s", c.nodes[v].name, during)
+	return ru.finish([]int{v}, c.others(), func(string) int { return cutOffBound(chaosRule.limit, 1) })
+}
+
+// 7. A node killed, then started again under the same name at a new
+// address (a host that comes back with another IP).
+func newIP(t *testing.T, im images, hold time.Duration) row {
+	ru := begin(t, im, five(), chaosRule)
+	c, v := ru.c, pick(5)
+	old := c.nodes[v].ip()
+	c.kill(v)
+	c.waitView(c.others(v), c.without(v), 15*time.Second)
+	ru.r.detect = time.Since(ru.from)
+	time.Sleep(hold) // the node stays dead
+	ru.r.recover = c.restartAt(v, c.nw.ip(firstNodeHost+50+v))
+	ru.recovered()
+	victim := c.nodes[v].name
+	ru.r.note = fmt.Sprintf("the victim is %s, %s → %s", victim, old, c.nodes[v].ip())
+	return ru.finish([]int{v}, c.others(v), func(k string) int {
+		return keyBound(chaosRule.limit, b2i(ru.owner[k] == victim), true, 1)
+	})
+}
+
+// 8, 9. The store container paused (docker pause: its process frozen,
+// connections open) or killed and started again (empty). The store decides
+// only for keys whose owner cannot be reached, so the peer connections to
+// one node are dropped (iptables) from before the fault until after it.
+func storeFault(t *testing.T, im images, hold time.Duration, kill bool) row {
+	ru := begin(t, im, five(), chaosRule)
+	c, v := ru.c, pick(5)
+	c.cutPeersTo(v)
+	if ru.l.firstSource(time.Now(), 5*time.Second, "store") < 0 {
+		t.Fatal("no store decisions with the peer links cut")
+	}
+	ru.from = time.Now()
+	if kill {
+		mustDocker(t, "kill", c.store.name)
+	} else {
+		mustDocker(t, "pause", c.store.name)
+	}
+	ru.r.detect = ru.l.firstSource(ru.from, hold, "fallback")
+	time.Sleep(time.Until(ru.from.Add(hold))) // the store stays down
+	back := time.Now()
+	inc := 1
+	if kill {
+		mustDocker(t, "start", c.store.name)
+		inc = 2
+		ru.storeRestarts = 1
+	} else {
+		mustDocker(t, "unpause", c.store.name)
+	}
+	ru.r.recover = ru.l.firstSource(back, 15*time.Second, "store")
+	if ru.r.recover < 0 {
+		t.Errorf("no store decisions within 15s of the store's return")
+	}
+	c.heal()
+	ru.recovered()
+	victim := c.nodes[v].name
+	ru.r.note = fmt.Sprintf("the victim is %s, whose inbound peer connections were dropped throughout (it stayed in every ring)", victim)
+	return ru.finish([]int{v}, c.others(), func(k string) int {
+		if ru.owner[k] == victim {
+			return cutOffBound(chaosRule.limit, inc)
+		}
+		return chaosRule.limit
+	})
+}
