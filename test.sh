@@ -46,10 +46,12 @@ if docker info >/dev/null 2>&1; then
 			echo "test.sh: a Docker daemon answers but this is not root and sudo asks for a password: test/netchaos's container scenarios will skip" >&2
 		fi
 	fi
+	updated=""
 	for tool in nsenter:util-linux iptables:iptables; do
 		if ! command -v "${tool%%:*}" >/dev/null; then
 			echo "test.sh: installing ${tool##*:} for test/netchaos" >&2
-			DEBIAN_FRONTEND=noninteractive ${sudo:+sudo -n} apt-get install -y -qq "${tool##*:}" >/dev/null
+			[ -n "$updated" ] || { ${sudo:+sudo -n} apt-get update -qq || true; updated=1; }
+			DEBIAN_FRONTEND=noninteractive ${sudo:+sudo -n} apt-get install -y -qq "${tool##*:}" >/dev/null || echo "test.sh: could not install ${tool##*:}; test/netchaos's container scenarios will skip" >&2
 		fi
 	done
 	echo "test.sh: a Docker daemon answers: test/netchaos runs its container scenarios (about 5 minutes)" >&2
