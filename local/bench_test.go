@@ -123,3 +123,27 @@ func heap() uint64 {
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
 }
+
+// BenchmarkRandomKeys: random keys out of a set of each size, system clock,
+// serial; every call admitted, no key expires (bench/ compares the peers).
+func BenchmarkRandomKeys(b *testing.B) {
+	for _, keys := range []int{1_000, 10_000, 1_000_000} {
+		b.Run(fmt.Sprint(keys), func(b *testing.B) {
+			names := make([]string, keys)
+			for i := range names {
+				names[i] = fmt.Sprintf("key:%012d", i)
+			}
+			l := local.New(local.Config{MaxKeys: keys + keys/8})
+			rule := ringlimit.Rule{Algorithm: ringlimit.TokenBucket, Limit: 1, Window: 1000 * time.Second, Burst: 1_000_000}
+			for _, k := range names {
+				l.AllowN(ctx, k, rule, 1)
+			}
+			r := rand.New(rand.NewPCG(1, 2))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				l.AllowN(ctx, names[r.IntN(keys)], rule, 1)
+			}
+		})
+	}
+}
