@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -97,7 +98,7 @@ func BenchmarkMemory(b *testing.B) {
 					hits = 16
 				}
 				before := heap()
-				l := local.New(local.Config{Clock: clk, MaxKeys: keys})
+				l := local.New(local.Config{Clock: clk, MaxKeys: keys + keys/8, MaxBytes: 1 << 40})
 				for range hits {
 					for _, k := range names {
 						l.AllowN(ctx, k, rule, 1)
@@ -143,6 +144,56 @@ func BenchmarkRandomKeys(b *testing.B) {
 			b.ResetTimer()
 			for range b.N {
 				l.AllowN(ctx, names[r.IntN(keys)], rule, 1)
+			}
+		})
+	}
+}
+
+// BenchmarkFlood4KiB floods a limiter with 4 KiB keys, 8× what MaxBytes
+// holds, and reports the live heap (after GC) at its highest over the
+// flood, over MaxBytes.
+func BenchmarkFlood4KiB(b *testing.B) {
+	const maxBytes = 64 << 20
+	long := strings.Repeat("x", ringlimit.MaxKeyLen-12)
+	rule := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: 5, Window: time.Hour}
+	for range b.N {
+		before := heap()
+		l := local.New(local.Config{MaxBytes: maxBytes})
+		n := 8 * maxBytes / ringlimit.MaxKeyLen
+		peak := uint64(0)
+		for i := range n {
+			l.AllowN(ctx, fmt.Sprintf("%s%012d", long, i), rule, 1)
+			if i%(n/16) == n/16-1 {
+				peak = max(peak, heap()-before)
+			}
+		}
+		b.ReportMetric(float64(peak)/maxBytes, "heap/MaxBytes")
+		b.ReportMetric(float64(l.Stats().Keys), "keys")
+		runtime.KeepAlive(l)
+	}
+}
+
+// BenchmarkFixedCost reports the heap a limiter for 1,000 keys holds before
+// its first key, and beyond its keys' own bytes once it holds 1,000 (with
+// MaxKeys 1000, and with the default Config).
+func BenchmarkFixedCost(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		cfg  local.Config
+	}{{"MaxKeys1000", local.Config{MaxKeys: 1000}}, {"default", local.Config{}}} {
+		b.Run(c.name, func(b *testing.B) {
+			rule := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: 5, Window: time.Hour}
+			for range b.N {
+				before := heap()
+				l := local.New(c.cfg)
+				empty := heap() - before
+				for i := range 1000 {
+					l.AllowN(ctx, fmt.Sprintf("key:%012d", i), rule, 1)
+				}
+				full := heap() - before
+				b.ReportMetric(float64(empty), "B-empty")
+				b.ReportMetric(float64(full)-float64(l.Stats().Bytes), "B-fixed")
+				runtime.KeepAlive(l)
 			}
 		})
 	}

@@ -257,7 +257,7 @@ func (s *shard) apply(key string, frag uint32, rule ringlimit.Rule, now, n int64
 		}
 		s.rule, s.p = rule, paramsOf(rule)
 	}
-	p := s.p
+	p := &s.p
 	if uint64(n) > uint64(p.burst) { // n < 0 or over the capacity
 		return ringlimit.Decision{}, ringlimit.ValidateCall(key, rule, n)
 	}
@@ -287,7 +287,8 @@ func (s *shard) apply(key string, frag uint32, rule ringlimit.Rule, now, n int64
 		}
 	}
 	old := st.bytes()
-	d, until := decide(st, rule.Algorithm, p, now, n, consume)
+	var d ringlimit.Decision
+	until := decide(&d, st, rule.Algorithm, &s.p, now, n, consume)
 	if consume && d.Allowed {
 		if !ok {
 			i = s.insert(key, frag, now)
