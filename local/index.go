@@ -5,10 +5,13 @@ package local
 // empty), kept between 3/8 and 3/4 full. At 8 bytes a bucket that is 11–21
 // bytes a key, and the key itself is stored once, in its entry.
 //
-// A key's fragment is the 32 bits of its hash after the shard's bits, and
-// its home bucket is the fragment's top bits, so the index keeps the keys in
-// hash order give or take a run of collisions: the keys of a stretch of the
-// hash ring sit in one stretch of buckets (arcs.go).
+// A key's fragment is the top 32 bits of its hash, and its home bucket is
+// the top bits of the fragment times an odd constant (Fibonacci hashing).
+// Not the fragment itself: node hashes keys by ring position, and a node
+// holds only the keys of its own arcs, so in ring order they would crowd a
+// quarter or less of the buckets into one long run. RangeArcs scans the
+// buckets and reads each fragment, touching entries only of the keys in the
+// arcs (arcs.go).
 
 const minBuckets = 8
 
@@ -18,7 +21,7 @@ func (s *shard) initIndex() {
 	s.nkeys = 0
 }
 
-func (s *shard) home(frag uint32) uint32 { return frag >> s.shift }
+func (s *shard) home(frag uint32) uint32 { return frag * 0x9e3779b1 >> s.shift }
 
 // lookup returns the slot of key, whose fragment is frag.
 func (s *shard) lookup(key string, frag uint32) (int32, bool) {

@@ -54,7 +54,7 @@ type Limiter struct {
 	clock     ringlimit.Clock
 	hash      func(string) uint64 // Config.Hash; nil: maphash with seed
 	seed      maphash.Seed
-	shardBits uint // log2(len(shards)): a key's shard is the top bits of its hash
+	mask      uint64 // len(shards) − 1: a key's shard is the low bits of its hash
 	shards    []shard
 }
 
@@ -81,7 +81,7 @@ func New(c Config) *Limiter {
 		k++
 	}
 	n := 1 << k
-	l := &Limiter{clock: c.Clock, hash: c.Hash, seed: maphash.MakeSeed(), shardBits: k, shards: make([]shard, n)}
+	l := &Limiter{clock: c.Clock, hash: c.Hash, seed: maphash.MakeSeed(), mask: uint64(n - 1), shards: make([]shard, n)}
 	for i := range l.shards {
 		per := maxKeys / n
 		if i < maxKeys%n {
@@ -109,12 +109,13 @@ func (l *Limiter) hashOf(key string) uint64 {
 	return maphash.String(l.seed, key)
 }
 
-// locate hashes key once: its shard is the hash's top shardBits bits, and
-// the 32 bits after them are its fragment, which orders it in the shard's
-// index.
+// locate hashes key once: its shard is the hash's low bits, and its top 32
+// bits are its fragment, which orders it in the shard's index. (Every shard
+// then holds keys from all round the ring, evenly, however the ring places
+// this node's arcs.)
 func (l *Limiter) locate(key string) (*shard, uint32) {
 	h := l.hashOf(key)
-	return &l.shards[h>>(64-l.shardBits)&(1<<l.shardBits-1)], uint32(h << l.shardBits >> 32)
+	return &l.shards[h&l.mask], uint32(h >> 32)
 }
 
 // AllowN consumes n hits on key if rule admits them now; n == 0 is a Peek.
