@@ -51,11 +51,11 @@ const (
 // Limiter is safe for simultaneous use by multiple goroutines. It never
 // blocks on I/O and ignores its context argument.
 type Limiter struct {
-	clock     ringlimit.Clock
-	hash      func(string) uint64 // Config.Hash; nil: maphash with seed
-	seed      maphash.Seed
-	mask      uint64 // len(shards) − 1: a key's shard is the low bits of its hash
-	shards    []shard
+	clock  ringlimit.Clock
+	hash   func(string) uint64 // Config.Hash; nil: maphash with seed
+	seed   maphash.Seed
+	mask   uint64 // len(shards) − 1: a key's shard is the low bits of its hash
+	shards []shard
 }
 
 var _ ringlimit.Limiter = (*Limiter)(nil)
