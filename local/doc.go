@@ -16,9 +16,9 @@
 // mutex, so cores do not contend on one lock; a limiter gets one shard per
 // 1,024 keys its bounds let in, so a small one stays small (measured: with
 // MaxKeys 1000, 3 KiB beyond its keys; with the default Config, 64 shards,
-// 48 KiB). The hash's top 32 bits
-// order the shard's index, so RangeArcs finds the keys of a stretch of the
-// hash ring without visiting the others.
+// 48 KiB). The index keeps the hash's top 32 bits, so RangeArcs finds the
+// keys of stretches of the hash ring by reading 8 bytes a key and the
+// entries of those keys alone.
 //
 // A key whose state no longer matters — a bucket refilled, a window passed,
 // a log emptied — decides exactly as an absent one, and is dropped by a sweep

@@ -28,13 +28,14 @@ type Config struct {
 	// (node's write-behind). If false, Drain finds nothing and AllowN pays
 	// nothing for it.
 	TrackChanges bool
-	// Hash places keys: the Limiter hashes each key once per call with it
-	// and orders its index by the result, so RangeArcs finds the keys whose
-	// hash falls in given arcs without visiting the others. Give it the
-	// hash of the ring the keys are spread by (node gives xxhash's
-	// Sum64String). It must be a good 64-bit hash, pure and safe for
-	// simultaneous use; keys that collide in its top 32 bits or so probe
-	// longer. If nil, a randomly seeded maphash.
+	// Hash places keys: the Limiter hashes each key once per call with it,
+	// picks the key's shard by the low bits and keeps the top 32 bits in its
+	// index, so RangeArcs finds the keys whose hash falls in given arcs by
+	// reading 8 bytes a key. Give it the hash of the ring the keys are spread
+	// by (node gives xxhash's Sum64String). It must be a good 64-bit hash,
+	// pure and safe for simultaneous use; keys that share their top 32 bits
+	// probe longer. If nil, a randomly seeded maphash (RangeArcs then works
+	// in its space, which means little to a caller).
 	Hash func(key string) uint64
 }
 
