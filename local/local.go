@@ -128,7 +128,9 @@ func (l *Limiter) AllowN(_ context.Context, key string, rule ringlimit.Rule, n i
 		return ringlimit.Decision{}, ringlimit.ValidateKey(key)
 	}
 	s, frag := l.locate(key)
-	return s.apply(key, frag, rule, l.now(), n)
+	var d ringlimit.Decision
+	err := s.apply(&d, key, frag, rule, l.now(), n)
+	return d, err
 }
 
 // Peek reports whether one hit on key would be admitted now, and consumes

@@ -246,27 +246,29 @@ func (s *shard) grow(i int32) {
 // peek. A key that is absent, or whose state was recorded under another
 // algorithm or window, decides as an empty state; it is written only if hits
 // are recorded.
-func (s *shard) apply(key string, frag uint32, rule ringlimit.Rule, now, n int64) (ringlimit.Decision, error) {
+//
+// It writes the Decision through d, which saves a copy of it per call.
+func (s *shard) apply(d *ringlimit.Decision, key string, frag uint32, rule ringlimit.Rule, now, n int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if rule != s.rule || s.p.window == 0 {
 		// Validated once per shard and rule: a call under the rule the
 		// previous call used skips the checks and the conversions.
 		if err := rule.Validate(); err != nil {
-			return ringlimit.Decision{}, err
+			return err
 		}
 		s.rule, s.p = rule, paramsOf(rule)
 	}
 	p := &s.p
 	if uint64(n) > uint64(p.burst) { // n < 0 or over the capacity
-		return ringlimit.Decision{}, ringlimit.ValidateCall(key, rule, n)
+		return ringlimit.ValidateCall(key, rule, n)
 	}
 	consume := n > 0
 	if !consume {
 		n = 1
 	}
 	if s.frozen {
-		return ringlimit.Decision{}, ErrMoved
+		return ErrMoved
 	}
 	tag := uint64(rule.Algorithm)<<56 | uint64(p.window)
 	i, ok := s.lookup(key, frag)
@@ -276,7 +278,7 @@ func (s *shard) apply(key string, frag uint32, rule ringlimit.Rule, now, n int64
 	if ok {
 		e = s.at(i)
 		if e.tag == movedTag && e.until > now {
-			return ringlimit.Decision{}, ErrMoved
+			return ErrMoved
 		}
 		// A state past its until is gone, as it is in Valkey once its TTL
 		// runs out, whether or not a sweep has dropped it yet. (Under the
@@ -287,8 +289,7 @@ func (s *shard) apply(key string, frag uint32, rule ringlimit.Rule, now, n int64
 		}
 	}
 	old := st.bytes()
-	var d ringlimit.Decision
-	until := decide(&d, st, rule.Algorithm, &s.p, now, n, consume)
+	until := decide(d, st, rule.Algorithm, &s.p, now, n, consume)
 	if consume && d.Allowed {
 		if !ok {
 			i = s.insert(key, frag, now)
@@ -308,7 +309,7 @@ func (s *shard) apply(key string, frag uint32, rule ringlimit.Rule, now, n int64
 			s.dirty = append(s.dirty, i)
 		}
 	}
-	return d, nil
+	return nil
 }
 
 func (s *shard) reset(key string, frag uint32) {
