@@ -203,27 +203,102 @@ func TestConcurrentExactness(t *testing.T) {
 	}
 }
 
-func TestLRUEviction(t *testing.T) {
+// An exhausted key survives a flood of one-hit keys 100× MaxKeys, for every
+// algorithm (plain LRU lost it after MaxKeys of them): eviction drops the
+// keys whose loss admits the fewest extra hits.
+func TestEvictionKeepsExhaustedKeys(t *testing.T) {
+	for _, alg := range allAlgorithms {
+		clk := testclock.New(t0)
+		const maxKeys = 1000
+		l := local.New(local.Config{MaxKeys: maxKeys, Clock: clk})
+		twin := local.New(local.Config{Clock: clk}) // sees no flood
+		login := ringlimit.Rule{Algorithm: alg, Limit: 5, Window: 10 * time.Minute}
+		if d, _ := l.AllowN(ctx, "login", login, 5); !d.Allowed {
+			t.Fatalf("%s: first 5 denied", alg)
+		}
+		twin.AllowN(ctx, "login", login, 5)
+		for i := range 100 * maxKeys {
+			if i%1000 == 0 {
+				clk.Advance(time.Millisecond)
+			}
+			l.AllowN(ctx, fmt.Sprint("flood", i), login, 1)
+		}
+		got, _ := l.AllowN(ctx, "login", login, 1)
+		if want, _ := twin.AllowN(ctx, "login", login, 1); got != want {
+			t.Errorf("%s: after the flood the key decides %+v, without it %+v", alg, got, want)
+		}
+		st := l.Stats()
+		if st.Keys > maxKeys || st.Evicted < 99*maxKeys || st.EvictedLive != st.Evicted {
+			t.Errorf("%s: stats after the flood: %+v", alg, st)
+		}
+	}
+}
+
+// Room is made first from keys whose state no longer matters, which are not
+// counted as live evictions, before any live key goes.
+func TestEvictionPrefersStatesThatNoLongerMatter(t *testing.T) {
 	clk := testclock.New(t0)
 	l := local.New(local.Config{MaxKeys: 100, Clock: clk})
-	rule := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: 1, Window: time.Hour}
-	for i := range 100 {
-		l.AllowN(ctx, fmt.Sprint("k", i), rule, 1)
+	short := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: 1, Window: time.Second}
+	long := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: 1, Window: time.Hour}
+	for i := range 50 {
+		l.AllowN(ctx, fmt.Sprint("short", i), short, 1)
+		l.AllowN(ctx, fmt.Sprint("long", i), long, 1)
 	}
-	// Use k0 so that k1 is now the least recently used.
-	if d, _ := l.AllowN(ctx, "k0", rule, 1); d.Allowed {
-		t.Fatal("k0 admitted twice")
+	clk.Advance(time.Second)
+	for i := range 50 {
+		l.AllowN(ctx, fmt.Sprint("new", i), long, 1)
 	}
-	l.AllowN(ctx, "k100", rule, 1)
+	if st := l.Stats(); st.EvictedLive != 0 || st.Keys != 100 {
+		t.Fatalf("stats: %+v, want no live eviction", st)
+	}
+	for i := range 50 {
+		if d, _ := l.AllowN(ctx, fmt.Sprint("long", i), long, 1); d.Allowed {
+			t.Fatalf("long%d lost its state", i)
+		}
+	}
+}
+
+// MaxBytes bounds the bytes held, counted as Stats.Bytes, under a flood of
+// the longest keys and under sliding logs that grow.
+func TestMaxBytes(t *testing.T) {
+	clk := testclock.New(t0)
+	const maxBytes = 1 << 20
+	l := local.New(local.Config{MaxBytes: maxBytes, Clock: clk})
+	rule := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: 5, Window: time.Hour}
+	long := strings.Repeat("x", ringlimit.MaxKeyLen-8)
+	for i := range 2000 {
+		l.AllowN(ctx, fmt.Sprintf("%s%08d", long, i), rule, 1)
+		if st := l.Stats(); st.Bytes > maxBytes {
+			t.Fatalf("after %d keys of 4 KiB: %d bytes held, over %d", i+1, st.Bytes, maxBytes)
+		}
+	}
 	st := l.Stats()
-	if st.Keys != 100 || st.Evicted != 1 || st.EvictedLive != 1 {
-		t.Fatalf("stats after one eviction: %+v", st)
+	// A 4 KiB key costs 4096 + 88 bytes: at least 200 of them fit.
+	if st.Keys < 200 || st.Keys > maxBytes/4096 || st.Evicted != uint64(2000-st.Keys) {
+		t.Fatalf("stats after the flood: %+v", st)
 	}
-	if d, _ := l.AllowN(ctx, "k0", rule, 1); d.Allowed {
-		t.Fatal("k0 (recently used) was evicted")
+	if err := l.Reset(ctx, fmt.Sprintf("%s%08d", long, 1999)); err != nil {
+		t.Fatal(err)
 	}
-	if d, _ := l.AllowN(ctx, "k1", rule, 1); !d.Allowed {
-		t.Fatal("k1 (least recently used) was not evicted")
+	if got := l.Stats(); got.Bytes != st.Bytes-4096-88 {
+		t.Fatalf("Reset of a 4 KiB key: %d bytes held, want %d", got.Bytes, st.Bytes-4096-88)
+	}
+
+	// Logs: each admitted hit at a new millisecond may grow a log.
+	l = local.New(local.Config{MaxBytes: 64 << 10, Clock: clk})
+	logRule := ringlimit.Rule{Algorithm: ringlimit.SlidingLog, Limit: 1000, Window: time.Hour}
+	for i := range 1000 {
+		for k := range 10 {
+			l.AllowN(ctx, fmt.Sprint("log", k), logRule, 1)
+		}
+		clk.Advance(time.Millisecond)
+		if st := l.Stats(); st.Bytes > 64<<10 {
+			t.Fatalf("step %d: %d bytes held, over 64 KiB", i, st.Bytes)
+		}
+	}
+	if st := l.Stats(); st.Evicted == 0 {
+		t.Fatalf("the logs grew past MaxBytes and nothing was evicted: %+v", st)
 	}
 }
 

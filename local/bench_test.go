@@ -1,9 +1,13 @@
 package local_test
 
 import (
+	"cmp"
 	"fmt"
+	"hash/maphash"
 	"math/rand/v2"
 	"runtime"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -97,7 +101,7 @@ func BenchmarkMemory(b *testing.B) {
 					hits = 16
 				}
 				before := heap()
-				l := local.New(local.Config{Clock: clk, MaxKeys: keys})
+				l := local.New(local.Config{Clock: clk, MaxKeys: keys + keys/8, MaxBytes: 1 << 40})
 				for range hits {
 					for _, k := range names {
 						l.AllowN(ctx, k, rule, 1)
@@ -122,4 +126,197 @@ func heap() uint64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
+}
+
+// BenchmarkRandomKeys: random keys out of a set of each size, system clock,
+// serial; every call admitted, no key expires (bench/ compares the peers).
+func BenchmarkRandomKeys(b *testing.B) {
+	for _, keys := range []int{1_000, 10_000, 1_000_000} {
+		b.Run(fmt.Sprint(keys), func(b *testing.B) {
+			names := make([]string, keys)
+			for i := range names {
+				names[i] = fmt.Sprintf("key:%012d", i)
+			}
+			l := local.New(local.Config{MaxKeys: keys + keys/8})
+			rule := ringlimit.Rule{Algorithm: ringlimit.TokenBucket, Limit: 1, Window: 1000 * time.Second, Burst: 1_000_000}
+			for _, k := range names {
+				l.AllowN(ctx, k, rule, 1)
+			}
+			r := rand.New(rand.NewPCG(1, 2))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				l.AllowN(ctx, names[r.IntN(keys)], rule, 1)
+			}
+		})
+	}
+}
+
+// BenchmarkFlood4KiB floods a limiter with 4 KiB keys, 8× what MaxBytes
+// holds, and reports the live heap (after GC) at its highest over the
+// flood, over MaxBytes.
+func BenchmarkFlood4KiB(b *testing.B) {
+	const maxBytes = 64 << 20
+	long := strings.Repeat("x", ringlimit.MaxKeyLen-12)
+	rule := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: 5, Window: time.Hour}
+	for range b.N {
+		before := heap()
+		l := local.New(local.Config{MaxBytes: maxBytes})
+		n := 8 * maxBytes / ringlimit.MaxKeyLen
+		peak := uint64(0)
+		for i := range n {
+			l.AllowN(ctx, fmt.Sprintf("%s%012d", long, i), rule, 1)
+			if i%(n/16) == n/16-1 {
+				peak = max(peak, heap()-before)
+			}
+		}
+		b.ReportMetric(float64(peak)/maxBytes, "heap/MaxBytes")
+		b.ReportMetric(float64(l.Stats().Keys), "keys")
+		runtime.KeepAlive(l)
+	}
+}
+
+// BenchmarkFixedCost reports the heap a limiter for 1,000 keys holds before
+// its first key, and beyond its keys' own bytes once it holds 1,000 (with
+// MaxKeys 1000, and with the default Config).
+func BenchmarkFixedCost(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		cfg  local.Config
+	}{{"MaxKeys1000", local.Config{MaxKeys: 1000}}, {"default", local.Config{}}} {
+		b.Run(c.name, func(b *testing.B) {
+			rule := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: 5, Window: time.Hour}
+			for range b.N {
+				before := heap()
+				l := local.New(c.cfg)
+				empty := heap() - before
+				for i := range 1000 {
+					l.AllowN(ctx, fmt.Sprintf("key:%012d", i), rule, 1)
+				}
+				full := heap() - before
+				b.ReportMetric(float64(empty), "B-empty")
+				b.ReportMetric(float64(full)-float64(l.Stats().Bytes), "B-fixed")
+				runtime.KeepAlive(l)
+			}
+		})
+	}
+}
+
+// testRing is a consistent-hash ring for the RangeArcs benchmark: points
+// sorted, each with its member.
+type testRing struct {
+	points []uint64
+	owner  []int
+}
+
+func newTestRing(r *rand.Rand, members, vnodes int) *testRing {
+	type pt struct {
+		h uint64
+		m int
+	}
+	var pts []pt
+	for m := range members {
+		for range vnodes {
+			pts = append(pts, pt{r.Uint64(), m})
+		}
+	}
+	slices.SortFunc(pts, func(a, b pt) int { return cmp.Compare(a.h, b.h) })
+	t := &testRing{}
+	for _, p := range pts {
+		t.points, t.owner = append(t.points, p.h), append(t.owner, p.m)
+	}
+	return t
+}
+
+// at is the index of the point that owns hash h: the first at or after it.
+func (t *testRing) at(h uint64) int {
+	i, _ := slices.BinarySearch(t.points, h)
+	return i % len(t.points)
+}
+
+// arcs are member m's arcs.
+func (t *testRing) arcs(m int) []local.Arc {
+	var a []local.Arc
+	for i, p := range t.points {
+		if t.owner[i] == m {
+			a = append(a, local.Arc{Start: t.points[(i+len(t.points)-1)%len(t.points)], End: p})
+		}
+	}
+	return a
+}
+
+// BenchmarkRangeArcs: a node holding 1M keys (member 0 of 4, 256 points
+// each) and the work a ring change costs it with RangeArcs (the keys in the
+// arcs it gains when a member leaves: none; those it loses when a fifth
+// joins), against the full Range a scan of every key costs.
+func BenchmarkRangeArcs(b *testing.B) {
+	const keys = 1_000_000
+	seed := maphash.MakeSeed()
+	hash := func(k string) uint64 { return maphash.String(seed, k) }
+	r := rand.New(rand.NewPCG(9, 10))
+	ring := newTestRing(r, 4, 256)
+	l := local.New(local.Config{MaxKeys: keys + keys/8, Hash: hash})
+	rule := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: 5, Window: time.Hour}
+	for i, held := 0, 0; held < keys; i++ {
+		k := fmt.Sprintf("key:%012d", i)
+		if ring.owner[ring.at(hash(k))] == 0 {
+			l.AllowN(ctx, k, rule, 1)
+			held++
+		}
+	}
+	// A fifth member joins: the arcs it takes from member 0, each from the
+	// point before it on the new ring.
+	joined := &testRing{points: slices.Clone(ring.points), owner: slices.Clone(ring.owner)}
+	for range 256 {
+		c := r.Uint64()
+		i, _ := slices.BinarySearch(joined.points, c)
+		joined.points = slices.Insert(joined.points, i, c)
+		joined.owner = slices.Insert(joined.owner, i, 4)
+	}
+	var taken []local.Arc
+	for _, a := range joined.arcs(4) {
+		if ring.owner[ring.at(a.End)] == 0 {
+			taken = append(taken, a)
+		}
+	}
+	// Member 1 leaves: the arcs member 0 gains (it holds none of their keys
+	// yet; they are handed to it). A node gives RangeArcs only arcs whose
+	// owner changed to or from itself: a change that moves none of its keys
+	// gives it none.
+	var gained []local.Arc
+	for _, a := range ring.arcs(1) {
+		i := ring.at(a.End)
+		for ring.owner[i] == 1 {
+			i = (i + 1) % len(ring.points)
+		}
+		if ring.owner[i] == 0 {
+			gained = append(gained, a)
+		}
+	}
+	cases := []struct {
+		name string
+		arcs []local.Arc
+	}{
+		{"leave/arcs-gained", gained},
+		{"join/arcs-lost", taken},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			n := 0
+			for range b.N {
+				n = 0
+				l.RangeArcs(c.arcs, func(string, local.State) bool { n++; return true })
+			}
+			b.ReportMetric(float64(n), "keys")
+			b.ReportMetric(float64(len(c.arcs)), "arcs")
+		})
+	}
+	b.Run("full-Range", func(b *testing.B) {
+		n := 0
+		for range b.N {
+			n = 0
+			l.Range(func(string, local.State) bool { n++; return true })
+		}
+		b.ReportMetric(float64(n), "keys")
+	})
 }

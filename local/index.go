@@ -1,33 +1,37 @@
 package local
 
-import "hash/maphash"
-
 // The shard's index from key to slot: open addressing with linear probing,
-// one uint64 per bucket (the key's 32-bit hash and its slot + 1; 0 is
+// one uint64 per bucket (the key's 32-bit fragment and its slot + 1; 0 is
 // empty), kept between 3/8 and 3/4 full. At 8 bytes a bucket that is 11–21
-// bytes a key, a third of what a map[string]int32 costs here, and the key
-// itself is stored once, in its entry.
+// bytes a key, and the key itself is stored once, in its entry.
+//
+// A key's fragment is the top 32 bits of its hash, and its home bucket is
+// the top bits of the fragment times an odd constant (Fibonacci hashing).
+// Not the fragment itself: node hashes keys by ring position, and a node
+// holds only the keys of its own arcs, so in ring order they would crowd a
+// quarter or less of the buckets into one long run. RangeArcs scans the
+// buckets and reads each fragment, touching entries only of the keys in the
+// arcs (arcs.go).
 
 const minBuckets = 8
 
-func (s *shard) initIndex(seed maphash.Seed) {
-	s.seed = seed
+func (s *shard) initIndex() {
 	s.buckets = make([]uint64, minBuckets)
+	s.shift = 32 - 3
 	s.nkeys = 0
 }
 
-func (s *shard) hash(key string) uint32 { return uint32(maphash.String(s.seed, key) >> 32) }
+func (s *shard) home(frag uint32) uint32 { return frag * 0x9e3779b1 >> s.shift }
 
-// lookup returns key's slot.
-func (s *shard) lookup(key string) (int32, bool) {
-	h := s.hash(key)
+// lookup returns the slot of key, whose fragment is frag.
+func (s *shard) lookup(key string, frag uint32) (int32, bool) {
 	mask := uint32(len(s.buckets) - 1)
-	for p := h & mask; ; p = (p + 1) & mask {
+	for p := s.home(frag); ; p = (p + 1) & mask {
 		v := s.buckets[p]
 		if v == 0 {
 			return none, false
 		}
-		if uint32(v>>32) == h {
+		if uint32(v>>32) == frag {
 			if i := int32(uint32(v)) - 1; s.at(i).key == key {
 				return i, true
 			}
@@ -35,18 +39,18 @@ func (s *shard) lookup(key string) (int32, bool) {
 	}
 }
 
-// indexPut records that key (absent) is in slot i.
-func (s *shard) indexPut(key string, i int32) {
+// indexPut records that a key (absent) with fragment frag is in slot i.
+func (s *shard) indexPut(frag uint32, i int32) {
 	if (s.nkeys+1)*4 > len(s.buckets)*3 {
 		s.resize(2 * len(s.buckets))
 	}
-	s.place(uint64(s.hash(key))<<32 | uint64(uint32(i+1)))
+	s.place(uint64(frag)<<32 | uint64(uint32(i+1)))
 	s.nkeys++
 }
 
 func (s *shard) place(v uint64) {
 	mask := uint32(len(s.buckets) - 1)
-	p := uint32(v>>32) & mask
+	p := s.home(uint32(v >> 32))
 	for s.buckets[p] != 0 {
 		p = (p + 1) & mask
 	}
@@ -56,6 +60,10 @@ func (s *shard) place(v uint64) {
 func (s *shard) resize(n int) {
 	old := s.buckets
 	s.buckets = make([]uint64, n)
+	s.shift = 32
+	for m := n; m > 1; m >>= 1 {
+		s.shift--
+	}
 	for _, v := range old {
 		if v != 0 {
 			s.place(v)
@@ -64,24 +72,30 @@ func (s *shard) resize(n int) {
 }
 
 // indexDel forgets key, which is in the index; its entry still holds it.
+// Its fragment is not stored, so it is hashed again: removal is rare next
+// to lookups (an expiry, an eviction, a Reset).
 func (s *shard) indexDel(key string) {
-	h := s.hash(key)
+	_, frag := s.l.locate(key)
 	mask := uint32(len(s.buckets) - 1)
-	p := h & mask
-	for {
+	for p := s.home(frag); ; p = (p + 1) & mask {
 		v := s.buckets[p]
 		if v == 0 {
 			return // not there
 		}
-		if uint32(v>>32) == h && s.at(int32(uint32(v))-1).key == key {
-			break
+		if uint32(v>>32) == frag && s.at(int32(uint32(v))-1).key == key {
+			s.delAt(p)
+			return
 		}
-		p = (p + 1) & mask
 	}
-	// Backward-shift deletion: move up every later bucket of the run whose
-	// home is not between the hole and itself, so no probe sequence breaks.
+}
+
+// delAt empties bucket p. Backward-shift deletion: move up every later
+// bucket of the run whose home is not between the hole and itself, so no
+// probe sequence breaks.
+func (s *shard) delAt(p uint32) {
+	mask := uint32(len(s.buckets) - 1)
 	for j := (p + 1) & mask; s.buckets[j] != 0; j = (j + 1) & mask {
-		home := uint32(s.buckets[j]>>32) & mask
+		home := s.home(uint32(s.buckets[j] >> 32))
 		if (j-home)&mask >= (j-p)&mask {
 			s.buckets[p] = s.buckets[j]
 			p = j

@@ -10,52 +10,85 @@ import (
 
 // Config configures a Limiter. The zero Config is valid.
 type Config struct {
-	// MaxKeys bounds the keys held. When full, the least recently used key is
-	// evicted (counted in Stats; if its state still mattered, its limit
-	// restarts early). If zero, 1<<20.
+	// MaxKeys bounds the keys held. When full, a key is evicted to make room:
+	// the cheapest of a few sampled keys, where a key whose state no longer
+	// matters costs nothing and otherwise the cost is the hits it has used,
+	// that is the hits its loss would admit again (see the package
+	// documentation). If zero, 1<<20.
 	MaxKeys int
+	// MaxBytes bounds the memory the keys hold: key strings, states and
+	// sliding-log stamps, as the Go heap holds them (about 88 bytes a key
+	// plus the key string rounded up to its allocation size, plus 64 bytes
+	// and 8 per stamp slot for a sliding log). It is enforced like MaxKeys,
+	// by eviction when a key comes in or a log grows. If zero, 256 MiB.
+	MaxBytes int64
 	// Clock tells the time. If nil, the system clock.
 	Clock ringlimit.Clock
 	// TrackChanges records which keys admitted calls change, for Drain
 	// (node's write-behind). If false, Drain finds nothing and AllowN pays
 	// nothing for it.
 	TrackChanges bool
+	// Hash places keys: the Limiter hashes each key once per call with it,
+	// picks the key's shard by the low bits and keeps the top 32 bits in its
+	// index, so RangeArcs finds the keys whose hash falls in given arcs by
+	// reading 8 bytes a key. Give it the hash of the ring the keys are spread
+	// by (node gives xxhash's Sum64String). It must be a good 64-bit hash,
+	// pure and safe for simultaneous use; keys that share their top 32 bits
+	// probe longer. If nil, a randomly seeded maphash (RangeArcs then works
+	// in its space, which means little to a caller).
+	Hash func(key string) uint64
 }
 
+// Defaults of Config's zero fields.
+const (
+	DefaultMaxKeys  = 1 << 20
+	DefaultMaxBytes = 256 << 20
+)
+
 // Limiter decides on in-memory state. Keys are spread over shards, each a
-// bounded LRU map behind its own mutex; idle keys are dropped once their state
+// bounded map behind its own mutex; idle keys are dropped once their state
 // no longer matters, by a sweep that runs on inserts (no goroutine, no timer).
 //
 // Limiter is safe for simultaneous use by multiple goroutines. It never
 // blocks on I/O and ignores its context argument.
 type Limiter struct {
 	clock  ringlimit.Clock
+	hash   func(string) uint64 // Config.Hash; nil: maphash with seed
 	seed   maphash.Seed
-	mask   uint64
+	mask   uint64 // len(shards) − 1: a key's shard is the low bits of its hash
 	shards []shard
 }
 
 var _ ringlimit.Limiter = (*Limiter)(nil)
 
+// keysPerShard is about how many keys a shard holds before the Limiter gets
+// another: small limiters stay small (a shard costs about 800 bytes before
+// its first key), large ones see no lock contention to speak of.
+const keysPerShard = 1024
+
 // New returns a Limiter configured by c.
 func New(c Config) *Limiter {
-	maxKeys := c.MaxKeys
+	maxKeys, maxBytes := c.MaxKeys, c.MaxBytes
 	if maxKeys <= 0 {
-		maxKeys = 1 << 20
+		maxKeys = DefaultMaxKeys
 	}
-	// One shard per 4096 keys, up to 64: small limiters get an exact LRU,
-	// large ones no lock contention to speak of.
-	n := 1
-	for n < 64 && n*2*4096 <= maxKeys {
-		n *= 2
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxBytes
 	}
-	l := &Limiter{clock: c.Clock, seed: maphash.MakeSeed(), mask: uint64(n - 1), shards: make([]shard, n)}
+	// The keys the bounds let in, at the smallest a key can be.
+	fits := min(int64(maxKeys), maxBytes/(entryBytes+16))
+	k := uint(0)
+	for k < 6 && int64(keysPerShard)<<(k+1) <= fits {
+		k++
+	}
+	n := 1 << k
+	l := &Limiter{clock: c.Clock, hash: c.Hash, seed: maphash.MakeSeed(), mask: uint64(n - 1), shards: make([]shard, n)}
 	for i := range l.shards {
 		per := maxKeys / n
 		if i < maxKeys%n {
 			per++
 		}
-		l.shards[i].init(int32(per), l.seed)
+		l.shards[i].init(int32(per), maxBytes/int64(n), l)
 		l.shards[i].track = c.TrackChanges
 	}
 	return l
@@ -69,8 +102,21 @@ func (l *Limiter) now() int64 {
 	return l.clock.Now().UnixMilli()
 }
 
-func (l *Limiter) shard(key string) *shard {
-	return &l.shards[maphash.String(l.seed, key)&l.mask]
+// hashOf is key's 64-bit hash: Config.Hash, or the seeded maphash.
+func (l *Limiter) hashOf(key string) uint64 {
+	if l.hash != nil {
+		return l.hash(key)
+	}
+	return maphash.String(l.seed, key)
+}
+
+// locate hashes key once: its shard is the hash's low bits, and its top 32
+// bits are its fragment, which orders it in the shard's index. (Every shard
+// then holds keys from all round the ring, evenly, however the ring places
+// this node's arcs.)
+func (l *Limiter) locate(key string) (*shard, uint32) {
+	h := l.hashOf(key)
+	return &l.shards[h&l.mask], uint32(h >> 32)
 }
 
 // AllowN consumes n hits on key if rule admits them now; n == 0 is a Peek.
@@ -78,13 +124,13 @@ func (l *Limiter) shard(key string) *shard {
 // nothing. A key given up with Give, or any key after Freeze, decides
 // nothing and returns ErrMoved.
 func (l *Limiter) AllowN(_ context.Context, key string, rule ringlimit.Rule, n int64) (ringlimit.Decision, error) {
-	if err := ringlimit.ValidateCall(key, rule, n); err != nil {
-		return ringlimit.Decision{}, err
+	if uint(len(key)-1) >= ringlimit.MaxKeyLen { // empty (wraps round) or too long
+		return ringlimit.Decision{}, ringlimit.ValidateKey(key)
 	}
-	if n == 0 {
-		return l.shard(key).apply(key, rule.Algorithm, paramsOf(rule), l.now(), 1, false)
-	}
-	return l.shard(key).apply(key, rule.Algorithm, paramsOf(rule), l.now(), n, true)
+	s, frag := l.locate(key)
+	var d ringlimit.Decision
+	err := s.apply(&d, key, frag, rule, l.now(), n)
+	return d, err
 }
 
 // Peek reports whether one hit on key would be admitted now, and consumes
@@ -99,14 +145,16 @@ func (l *Limiter) Reset(_ context.Context, key string) error {
 	if err := ringlimit.ValidateKey(key); err != nil {
 		return err
 	}
-	l.shard(key).reset(key)
+	s, frag := l.locate(key)
+	s.reset(key, frag)
 	return nil
 }
 
 // Stats are a Limiter's counters.
 type Stats struct {
 	Keys        int    // keys held now
-	Evicted     uint64 // keys dropped to make room because MaxKeys was reached
+	Bytes       int64  // memory they hold, as MaxBytes counts it
+	Evicted     uint64 // keys dropped to make room because MaxKeys or MaxBytes was reached
 	EvictedLive uint64 // of those, keys whose state still mattered: their limits restarted early
 	Expired     uint64 // idle keys dropped because their state no longer mattered
 }
@@ -118,6 +166,7 @@ func (l *Limiter) Stats() Stats {
 		s := &l.shards[i]
 		s.mu.Lock()
 		st.Keys += s.nkeys
+		st.Bytes += s.bytes
 		st.Evicted += s.evicted
 		st.EvictedLive += s.evictedLive
 		st.Expired += s.expired

@@ -121,12 +121,12 @@ func checkSequence(t *testing.T, r *rand.Rand, rule ringlimit.Rule, seq int) {
 
 		// Peek changes nothing.
 		before := clone(s)
-		peek, peekUntil := decide(&s, alg, p, now, 1, false)
+		peek, peekUntil := decideV(&s, alg, &p, now, 1, false)
 		if !sameState(before, s) {
 			t.Fatalf("%s: peek changed the state", where())
 		}
 
-		d, until := decide(&s, alg, p, now, max(n, 1), n > 0)
+		d, until := decideV(&s, alg, &p, now, max(n, 1), n > 0)
 		if n == 0 {
 			d, until = peek, peekUntil
 		}
@@ -160,7 +160,7 @@ func checkExact(t *testing.T, where func() string, alg ringlimit.Algorithm, p pa
 	t.Helper()
 	ask := func(st state, at, k int64) ringlimit.Decision {
 		c := clone(st)
-		d, _ := decide(&c, alg, p, at, k, false)
+		d, _ := decideV(&c, alg, &p, at, k, false)
 		return d
 	}
 	if n > 0 && !d.Allowed {
@@ -261,4 +261,11 @@ func checkBounds(t *testing.T, rule ringlimit.Rule, p params, got []admitted) {
 			}
 		}
 	}
+}
+
+// decideV is decide returning its Decision.
+func decideV(s *state, alg ringlimit.Algorithm, p *params, now, n int64, consume bool) (ringlimit.Decision, int64) {
+	var d ringlimit.Decision
+	until := decide(&d, s, alg, p, now, n, consume)
+	return d, until
 }

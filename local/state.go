@@ -79,10 +79,11 @@ func (e *entry) live(now int64) bool { return e.key != "" && e.until > now && e.
 
 // Export returns key's state, if it holds one that still matters.
 func (l *Limiter) Export(key string) (State, bool) {
-	s, now := l.shard(key), l.now()
+	s, frag := l.locate(key)
+	now := l.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	i, ok := s.lookup(key)
+	i, ok := s.lookup(key, frag)
 	if !ok || !s.at(i).live(now) {
 		return State{}, false
 	}
@@ -92,20 +93,22 @@ func (l *Limiter) Export(key string) (State, bool) {
 // Has reports whether key holds a state that still matters. It allocates
 // nothing.
 func (l *Limiter) Has(key string) bool {
-	s, now := l.shard(key), l.now()
+	s, frag := l.locate(key)
+	now := l.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	i, ok := s.lookup(key)
+	i, ok := s.lookup(key, frag)
 	return ok && s.at(i).live(now)
 }
 
 // Take returns key's state, if it holds one that still matters, and forgets
 // the key, in one step: no call decides on the key between the two.
 func (l *Limiter) Take(key string) (State, bool) {
-	s, now := l.shard(key), l.now()
+	s, frag := l.locate(key)
+	now := l.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	i, ok := s.lookup(key)
+	i, ok := s.lookup(key, frag)
 	if !ok {
 		return State{}, false
 	}
@@ -120,31 +123,33 @@ func (l *Limiter) Take(key string) (State, bool) {
 // even calls that were already on their way (no call decides on the key
 // after its state left). Import replaces the mark; Reset removes it.
 func (l *Limiter) Give(key string, until int64) (State, bool) {
-	s, now := l.shard(key), l.now()
+	s, frag := l.locate(key)
+	now := l.now()
 	if ringlimit.ValidateKey(key) != nil {
 		return State{}, false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	i, ok := s.lookup(key)
+	i, ok := s.lookup(key, frag)
 	var st State
 	live := false
 	if ok {
 		e := s.at(i)
 		st, live = e.export(), e.live(now)
 	} else {
-		i = s.insert(key, now)
+		i = s.insert(key, frag, now)
 	}
 	e := s.at(i)
+	s.bytes -= e.st.bytes()
 	e.tag, e.until, e.st = movedTag, until, state{}
 	return st, live
 }
 
 // Unmark removes the mark Give left on key, if it is still there.
 func (l *Limiter) Unmark(key string) {
-	s := l.shard(key)
+	s, frag := l.locate(key)
 	s.mu.Lock()
-	if i, ok := s.lookup(key); ok && s.at(i).tag == movedTag {
+	if i, ok := s.lookup(key, frag); ok && s.at(i).tag == movedTag {
 		s.remove(i)
 	}
 	s.mu.Unlock()
@@ -167,23 +172,27 @@ func (l *Limiter) Freeze() {
 // matters, and reports whether it did. A state that no longer matters is
 // ignored. An imported state is not marked changed for Drain.
 func (l *Limiter) Import(key string, st State) bool {
-	s, now := l.shard(key), l.now()
+	s, frag := l.locate(key)
+	now := l.now()
 	if st.Until <= now || ringlimit.ValidateKey(key) != nil {
 		return false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	i, ok := s.lookup(key)
+	i, ok := s.lookup(key, frag)
 	if ok && s.at(i).live(now) {
 		return false
 	}
 	if !ok {
-		i = s.insert(key, now)
+		i = s.insert(key, frag, now)
 	}
 	e := s.at(i)
 	e.tag = uint64(st.Algorithm)<<56 | uint64(st.Window)
 	e.until = st.Until
+	s.bytes -= e.st.bytes()
 	e.st = stateOf(st)
+	s.bytes += e.st.bytes()
+	s.shed(now, i)
 	return true
 }
 

@@ -1,43 +1,54 @@
 package local
 
 import (
-	"hash/maphash"
+	"math"
 	"strings"
 	"sync"
 
 	"github.com/ringlimit/ringlimit"
 )
 
-// entry is one key in a shard. Entries live in pages and point at each other
-// by index, so the LRU list costs 8 bytes per key and the GC has few pointers
-// to chase.
+// entry is one key in a shard: 64 bytes, one cache line. Entries live in
+// pages and are found through the shard's index by slot number; nothing
+// links them to each other, so a hit writes only its own entry.
 type entry struct {
-	key        string // "" when the slot is free
-	prev, next int32  // LRU list (head is the most recently used); next also links free slots
-	tag        uint64 // algorithm<<56 | window in ms: the rule the state was recorded under; dirtyBit: changed since the last Drain
-	until      int64  // ms from which the state no longer matters (it decides as an empty one)
-	st         state
+	key   string // "" when the slot is free
+	tag   uint64 // algorithm<<56 | window in ms: the rule the state was recorded under; dirtyBit: changed since the last Drain
+	until int64  // ms from which the state no longer matters (it decides as an empty one)
+	st    state
 }
 
 const (
 	pageShift = 8
-	pageSize  = 1 << pageShift
+	pageSize  = 1 << pageShift // entries a page holds; the first page starts at firstPage and doubles
+	firstPage = 8
 	none      = -1
+
+	// entryBytes is what a key costs beyond its string and its log: its
+	// 64-byte entry, and its share of the index (8-byte buckets kept
+	// between 3/8 and 3/4 full: 10.7 to 21.3 bytes) and of a page's slack.
+	entryBytes = 88
+	// evictSample is how many keys an eviction compares (Redis samples 5).
+	evictSample = 5
 )
 
-// shard is a bounded LRU map from key to state behind one mutex.
+// shard is a bounded map from key to state behind one mutex.
 type shard struct {
-	mu      sync.Mutex
-	seed    maphash.Seed
-	buckets []uint64 // the index from key to slot (index.go)
-	nkeys   int
-	pages   [][]entry
-	used    int32 // slots ever handed out; slots below it are in use or on the free list
-	free    int32 // free list head
-	head    int32 // most recently used
-	tail    int32 // least recently used
-	max     int32 // capacity
-	hand    int32 // sweep cursor
+	mu       sync.Mutex
+	l        *Limiter
+	buckets  []uint64 // the index from key to slot (index.go)
+	shift    uint8    // 32 − log2(len(buckets)): a fragment's home bucket is frag>>shift
+	nkeys    int
+	pages    [][]entry
+	used     int32 // slots ever handed out; slots below it are in use or on the free list
+	free     int32 // free list head (linked through until)
+	max      int32 // capacity in keys
+	hand     int32 // cursor of the sweep and of eviction's samples
+	bytes    int64 // what the keys hold, as MaxBytes counts it
+	maxBytes int64
+
+	rule ringlimit.Rule // the last rule validated here, and its params
+	p    params
 
 	evicted, evictedLive, expired uint64
 
@@ -48,157 +59,262 @@ type shard struct {
 	_ [64]byte // keep neighbouring shards' locks off this cache line
 }
 
-func (s *shard) init(max int32, seed maphash.Seed) {
-	s.initIndex(seed)
-	s.free, s.head, s.tail, s.max = none, none, none, max
+func (s *shard) init(max int32, maxBytes int64, l *Limiter) {
+	s.initIndex()
+	s.l = l
+	s.free, s.max, s.maxBytes = none, max, maxBytes
 }
 
 func (s *shard) at(i int32) *entry { return &s.pages[i>>pageShift][i&(pageSize-1)] }
 
-func (s *shard) unlink(i int32) {
-	e := s.at(i)
-	if e.prev != none {
-		s.at(e.prev).next = e.next
-	} else {
-		s.head = e.next
+// keyBytes is what a key string of n bytes takes on the heap: n rounded up to
+// its allocation's size class.
+func keyBytes(n int) int64 {
+	switch {
+	case n <= 16:
+		return 16
+	case n <= 128:
+		return int64(n+15) &^ 15
+	case n <= 1024:
+		return int64(n+127) &^ 127
 	}
-	if e.next != none {
-		s.at(e.next).prev = e.prev
-	} else {
-		s.tail = e.prev
+	for _, c := range [...]int64{1152, 1280, 1408, 1536, 1792, 2048, 2304, 2688, 3072, 3200, 3456, 4096} {
+		if int64(n) <= c {
+			return c
+		}
 	}
+	return int64(n+8191) &^ 8191
 }
 
-func (s *shard) pushFront(i int32) {
-	e := s.at(i)
-	e.prev, e.next = none, s.head
-	if s.head != none {
-		s.at(s.head).prev = i
-	} else {
-		s.tail = i
+// bytes is what a state holds beyond its entry: its sliding log, if any.
+func (st *state) bytes() int64 {
+	if st.log == nil {
+		return 0
 	}
-	s.head = i
-}
-
-// touch marks i as the most recently used.
-func (s *shard) touch(i int32) {
-	if s.head != i {
-		s.unlink(i)
-		s.pushFront(i)
-	}
+	return 64 + 8*int64(cap(st.log.buf))
 }
 
 // remove drops the key in slot i and frees the slot.
 func (s *shard) remove(i int32) {
 	e := s.at(i)
 	s.indexDel(e.key)
-	s.unlink(i)
-	*e = entry{next: s.free}
+	s.bytes -= entryBytes + keyBytes(len(e.key)) + e.st.bytes()
+	*e = entry{until: int64(s.free)}
 	s.free = i
 }
 
-// sweep drops a few idle keys: the least recently used one and two more under
-// a cursor that walks every slot in turn. Called on each insert, so expiry
-// costs no goroutine or timer and keeps pace with the keys that come in.
-func (s *shard) sweep(now int64) {
-	if s.tail != none && s.at(s.tail).until <= now {
-		s.remove(s.tail)
-		s.expired++
+// next advances the hand over the slots handed out and returns its slot.
+func (s *shard) next() int32 {
+	if s.hand >= s.used {
+		s.hand = 0
 	}
+	i := s.hand
+	s.hand++
+	return i
+}
+
+// sweep drops the keys whose state no longer matters among the next two
+// slots under the hand. Called on each insert, so expiry costs no goroutine
+// or timer and keeps pace with the keys that come in.
+func (s *shard) sweep(now int64) {
 	for range 2 {
 		if s.used == 0 {
 			return
 		}
-		if s.hand >= s.used {
-			s.hand = 0
-		}
-		if e := s.at(s.hand); e.key != "" && e.until <= now {
-			s.remove(s.hand)
+		if i := s.next(); s.at(i).key != "" && s.at(i).until <= now {
+			s.remove(i)
 			s.expired++
 		}
-		s.hand++
 	}
 }
 
-// insert adds key (not present) as the most recently used, evicting the least
-// recently used key if the shard is full, and returns its slot.
-func (s *shard) insert(key string, now int64) int32 {
+// cost estimates the hits a key's loss would admit again at now: 0 for a
+// state that no longer matters, else the hits it holds now, at least 1. It
+// needs no rule: a bucket's level drains linearly to nothing at until.
+func (e *entry) cost(now int64) int64 {
+	if e.until <= now {
+		return 0
+	}
+	if e.tag == movedTag {
+		return math.MaxInt64 // a hand-off mark: keep it
+	}
+	w := int64(e.tag & (1<<48 - 1))
+	var used float64
+	switch ringlimit.Algorithm(e.tag >> 56) {
+	case ringlimit.TokenBucket, ringlimit.LeakyBucket:
+		if e.until > e.st.b {
+			used = float64(e.st.a) / float64(w) * float64(e.until-max(now, e.st.b)) / float64(e.until-e.st.b)
+		}
+	case ringlimit.FixedWindow:
+		used = float64(e.st.b)
+	case ringlimit.SlidingWindow:
+		switch idx := floorDiv(now, w); {
+		case idx <= e.st.a:
+			used = float64(e.st.b) + float64(e.st.c)*float64(w-(now-idx*w))/float64(w)
+		case idx == e.st.a+1:
+			used = float64(e.st.b) * float64(w-(now-idx*w)) / float64(w)
+		}
+	case ringlimit.SlidingLog:
+		if e.st.log != nil {
+			used = float64(e.st.log.total)
+		}
+	}
+	return max(1, int64(math.Ceil(used)))
+}
+
+// evict drops one key other than slot except to make room: of the next
+// evictSample keys under the hand, the one whose loss admits the fewest
+// extra hits (one whose state no longer matters first). It reports whether
+// it found one.
+func (s *shard) evict(now int64, except int32) bool {
+	best, bestCost := int32(none), int64(math.MaxInt64)
+	for seen, tries := 0, 0; seen < evictSample && tries < 4*evictSample && s.used > 0; tries++ {
+		i := s.next()
+		if e := s.at(i); e.key != "" && i != except {
+			seen++
+			if c := e.cost(now); c < bestCost {
+				best, bestCost = i, c
+				if c == 0 {
+					break
+				}
+			}
+		}
+	}
+	if best == none {
+		return false
+	}
+	s.evicted++
+	if bestCost > 0 {
+		s.evictedLive++
+	}
+	s.remove(best)
+	return true
+}
+
+// shed evicts keys other than slot keep until the shard is within its bytes.
+func (s *shard) shed(now int64, keep int32) {
+	for s.bytes > s.maxBytes && s.evict(now, keep) {
+	}
+}
+
+// insert adds key (not present, with index fragment frag), evicting keys if
+// the shard is full, and returns its slot.
+func (s *shard) insert(key string, frag uint32, now int64) int32 {
 	s.sweep(now)
+	need := entryBytes + keyBytes(len(key))
+	for s.nkeys >= int(s.max) || s.bytes+need > s.maxBytes {
+		if !s.evict(now, none) {
+			break
+		}
+	}
 	var i int32
-	switch {
-	case s.free != none:
+	if s.free != none {
 		i = s.free
-		s.free = s.at(i).next
-	case s.used < s.max:
+		s.free = int32(s.at(i).until)
+	} else {
 		i = s.used
 		s.used++
-		if int(i>>pageShift) == len(s.pages) {
-			s.pages = append(s.pages, make([]entry, min(pageSize, s.max-i)))
-		}
-	default:
-		i = s.tail
-		if s.at(i).until > now {
-			s.evictedLive++
-		}
-		s.evicted++
-		s.remove(i)
-		s.free = s.at(i).next
+		s.grow(i)
 	}
 	e := s.at(i)
-	e.key = strings.Clone(key)
-	s.indexPut(e.key, i)
-	s.pushFront(i)
+	*e = entry{key: strings.Clone(key)}
+	s.indexPut(frag, i)
+	s.bytes += need
 	return i
 }
 
-// apply decides n hits on key at now under the shard's lock, and records them
-// if consume is set and they are admitted. A key that is absent, or whose
-// state was recorded under another algorithm or window, decides as an empty
-// state; it is written only if hits are recorded.
-func (s *shard) apply(key string, alg ringlimit.Algorithm, p params, now, n int64, consume bool) (ringlimit.Decision, error) {
-	tag := uint64(alg)<<56 | uint64(p.window)
+// grow makes room for slot i, the next one handed out: a new page, or a
+// first page twice as large (small shards stay small).
+func (s *shard) grow(i int32) {
+	p := int(i >> pageShift)
+	switch {
+	case p == len(s.pages):
+		n := pageSize
+		if p == 0 {
+			n = firstPage
+		}
+		s.pages = append(s.pages, make([]entry, n))
+	case p == 0 && int(i) == len(s.pages[0]):
+		pg := make([]entry, 2*len(s.pages[0]))
+		copy(pg, s.pages[0])
+		s.pages[0] = pg
+	}
+}
+
+// apply decides n hits on key (fragment frag) under rule at now, under the
+// shard's lock, and records them if n > 0 and they are admitted; n == 0 is a
+// peek. A key that is absent, or whose state was recorded under another
+// algorithm or window, decides as an empty state; it is written only if hits
+// are recorded.
+//
+// It writes the Decision through d, which saves a copy of it per call.
+func (s *shard) apply(d *ringlimit.Decision, key string, frag uint32, rule ringlimit.Rule, now, n int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.frozen {
-		return ringlimit.Decision{}, ErrMoved
+	if rule != s.rule || s.p.window == 0 {
+		// Validated once per shard and rule: a call under the rule the
+		// previous call used skips the checks and the conversions.
+		if err := rule.Validate(); err != nil {
+			return err
+		}
+		s.rule, s.p = rule, paramsOf(rule)
 	}
-	i, ok := s.lookup(key)
+	p := &s.p
+	if uint64(n) > uint64(p.burst) { // n < 0 or over the capacity
+		return ringlimit.ValidateCall(key, rule, n)
+	}
+	consume := n > 0
+	if !consume {
+		n = 1
+	}
+	if s.frozen {
+		return ErrMoved
+	}
+	tag := uint64(rule.Algorithm)<<56 | uint64(p.window)
+	i, ok := s.lookup(key, frag)
 	var fresh state
 	st := &fresh
+	var e *entry
 	if ok {
-		if e := s.at(i); e.tag == movedTag && e.until > now {
-			return ringlimit.Decision{}, ErrMoved
+		e = s.at(i)
+		if e.tag == movedTag && e.until > now {
+			return ErrMoved
 		}
 		// A state past its until is gone, as it is in Valkey once its TTL
 		// runs out, whether or not a sweep has dropped it yet. (Under the
 		// same rule it would decide as an empty state anyway; under a new
 		// Limit or Burst it must not linger.)
-		if e := s.at(i); e.tag&^dirtyBit == tag && e.until > now {
+		if e.tag&^dirtyBit == tag && e.until > now {
 			st = &e.st
 		}
-		s.touch(i)
 	}
-	d, until := decide(st, alg, p, now, n, consume)
+	old := st.bytes()
+	until := decide(d, st, rule.Algorithm, &s.p, now, n, consume)
 	if consume && d.Allowed {
 		if !ok {
-			i = s.insert(key, now)
+			i = s.insert(key, frag, now)
+			e = s.at(i)
 		}
-		e := s.at(i)
 		if st == &fresh {
+			old = e.st.bytes()
 			e.st, e.tag = fresh, tag
 		}
 		e.until = until
+		if b := e.st.bytes(); b != old {
+			s.bytes += b - old
+			s.shed(now, i)
+		}
 		if s.track && e.tag&dirtyBit == 0 {
 			e.tag |= dirtyBit
 			s.dirty = append(s.dirty, i)
 		}
 	}
-	return d, nil
+	return nil
 }
 
-func (s *shard) reset(key string) {
+func (s *shard) reset(key string, frag uint32) {
 	s.mu.Lock()
-	if i, ok := s.lookup(key); ok {
+	if i, ok := s.lookup(key, frag); ok {
 		s.remove(i)
 	}
 	s.mu.Unlock()

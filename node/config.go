@@ -81,6 +81,10 @@ type Config struct {
 	// MaxKeys bounds the keys this node holds for the keys it owns. If
 	// zero, 1<<20.
 	MaxKeys int
+	// MaxBytes bounds the memory those keys hold: key strings, states and
+	// sliding-log stamps (local.Config.MaxBytes: about 88 bytes a key plus
+	// the key). If zero, 256 MiB.
+	MaxBytes int64
 	// Network, if not nil, carries the node's traffic instead of the
 	// operating system's (package nodetest has one with faults).
 	Network Network

@@ -102,7 +102,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.store, n.closer = store, closer
-	n.local = local.New(local.Config{MaxKeys: cfg.MaxKeys, Clock: cfg.Clock,
+	n.local = local.New(local.Config{MaxKeys: cfg.MaxKeys, MaxBytes: cfg.MaxBytes, Clock: cfg.Clock,
 		TrackChanges: n.states != nil && cfg.WriteBehind > 0})
 
 	// Serve before joining: peers may forward as soon as they see us.
