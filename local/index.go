@@ -6,22 +6,39 @@ package local
 // bytes a key, and the key itself is stored once, in its entry.
 //
 // A key's fragment is the top 32 bits of its hash, and its home bucket is
-// the top bits of the fragment times an odd constant (Fibonacci hashing).
+// the top bits of a seeded mix of the fragment (see home).
 // Not the fragment itself: node hashes keys by ring position, and a node
 // holds only the keys of its own arcs, so in ring order they would crowd a
 // quarter or less of the buckets into one long run. RangeArcs scans the
 // buckets and reads each fragment, touching entries only of the keys in the
 // arcs (arcs.go).
 
+import "math/rand/v2"
+
 const minBuckets = 8
 
 func (s *shard) initIndex() {
+	s.seed = rand.Uint32()
 	s.buckets = make([]uint64, minBuckets)
 	s.shift = 32 - 3
 	s.nkeys = 0
 }
 
-func (s *shard) home(frag uint32) uint32 { return frag * 0x9e3779b1 >> s.shift }
+// home is frag's home bucket: the top bits of a seeded mix of it (murmur3's
+// finalizer, a bijection). Config.Hash is public and unseeded (node uses
+// xxhash, as the ring does), so without the shard's random seed a client
+// could choose keys whose fragments share a home and grow one probe run to
+// thousands of buckets; with it, only keys that share all 32 bits of
+// fragment collide, which costs about 2^32 hashes a key to find.
+func (s *shard) home(frag uint32) uint32 {
+	h := frag ^ s.seed
+	h ^= h >> 16
+	h *= 0x85ebca6b
+	h ^= h >> 13
+	h *= 0xc2b2ae35
+	h ^= h >> 16
+	return h >> s.shift
+}
 
 // lookup returns the slot of key, whose fragment is frag.
 func (s *shard) lookup(key string, frag uint32) (int32, bool) {

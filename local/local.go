@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"hash/maphash"
+	"math/rand/v2"
 	"time"
 
 	"github.com/ringlimit/ringlimit"
@@ -55,7 +56,8 @@ type Limiter struct {
 	clock  ringlimit.Clock
 	hash   func(string) uint64 // Config.Hash; nil: maphash with seed
 	seed   maphash.Seed
-	mask   uint64 // len(shards) − 1: a key's shard is the low bits of its hash
+	mask   uint64 // len(shards) − 1: a key's shard is the low bits of its hash mixed with mix
+	mix    uint64 // random, odd: a client cannot aim its keys at one shard
 	shards []shard
 }
 
@@ -82,7 +84,7 @@ func New(c Config) *Limiter {
 		k++
 	}
 	n := 1 << k
-	l := &Limiter{clock: c.Clock, hash: c.Hash, seed: maphash.MakeSeed(), mask: uint64(n - 1), shards: make([]shard, n)}
+	l := &Limiter{clock: c.Clock, hash: c.Hash, seed: maphash.MakeSeed(), mask: uint64(n - 1), mix: rand.Uint64() | 1, shards: make([]shard, n)}
 	for i := range l.shards {
 		per := maxKeys / n
 		if i < maxKeys%n {
@@ -110,13 +112,15 @@ func (l *Limiter) hashOf(key string) uint64 {
 	return maphash.String(l.seed, key)
 }
 
-// locate hashes key once: its shard is the hash's low bits, and its top 32
+// locate hashes key once: its shard is the low bits of the hash's low half
+// times a random odd number (which the top bits of the product hide from a
+// client choosing keys to crowd one shard), and its top 32
 // bits are its fragment, which orders it in the shard's index. (Every shard
 // then holds keys from all round the ring, evenly, however the ring places
 // this node's arcs.)
 func (l *Limiter) locate(key string) (*shard, uint32) {
 	h := l.hashOf(key)
-	return &l.shards[h&l.mask], uint32(h >> 32)
+	return &l.shards[(h*l.mix)>>32&l.mask], uint32(h >> 32)
 }
 
 // AllowN consumes n hits on key if rule admits them now; n == 0 is a Peek.

@@ -37,7 +37,8 @@ type shard struct {
 	mu       sync.Mutex
 	l        *Limiter
 	buckets  []uint64 // the index from key to slot (index.go)
-	shift    uint8    // 32 − log2(len(buckets)): a fragment's home bucket is frag>>shift
+	shift    uint8    // 32 − log2(len(buckets)): a fragment's home bucket is mix(frag)>>shift
+	seed     uint32   // random: keys cannot be crafted to share a home bucket
 	nkeys    int
 	pages    [][]entry
 	used     int32 // slots ever handed out; slots below it are in use or on the free list
