@@ -19,8 +19,11 @@ func (s *shard) initIndex(seed maphash.Seed) {
 func (s *shard) hash(key string) uint32 { return uint32(maphash.String(s.seed, key) >> 32) }
 
 // lookup returns key's slot.
-func (s *shard) lookup(key string) (int32, bool) {
-	h := s.hash(key)
+func (s *shard) lookup(key string) (int32, bool) { return s.lookupHash(key, s.hash(key)) }
+
+// lookupHash is lookup for a key whose hash is h (the key is hashed once
+// per call: the shard is chosen from the same 64-bit hash).
+func (s *shard) lookupHash(key string, h uint32) (int32, bool) {
 	mask := uint32(len(s.buckets) - 1)
 	for p := h & mask; ; p = (p + 1) & mask {
 		v := s.buckets[p]

@@ -75,16 +75,45 @@ func (l *Limiter) shard(key string) *shard {
 
 // AllowN consumes n hits on key if rule admits them now; n == 0 is a Peek.
 // Bad input returns an error wrapping a ringlimit sentinel and records
-// nothing. A key given up with Give, or any key after Freeze, decides
-// nothing and returns ErrMoved.
+// nothing. It reads the clock once and is AllowNAt at that instant.
 func (l *Limiter) AllowN(_ context.Context, key string, rule ringlimit.Rule, n int64) (ringlimit.Decision, error) {
 	if err := ringlimit.ValidateCall(key, rule, n); err != nil {
 		return ringlimit.Decision{}, err
 	}
-	if n == 0 {
-		return l.shard(key).apply(key, rule.Algorithm, paramsOf(rule), l.now(), 1, false)
+	d, _ := l.decide(l.now(), key, rule, n, false)
+	return d, nil
+}
+
+// AllowNAt is AllowN at the instant now instead of the clock's (time is
+// passed in, as in x/time/rate's AllowN(t, n)).
+func (l *Limiter) AllowNAt(now time.Time, key string, rule ringlimit.Rule, n int64) (ringlimit.Decision, error) {
+	if err := ringlimit.ValidateCall(key, rule, n); err != nil {
+		return ringlimit.Decision{}, err
 	}
-	return l.shard(key).apply(key, rule.Algorithm, paramsOf(rule), l.now(), n, true)
+	d, _ := l.decide(now.UnixMilli(), key, rule, n, false)
+	return d, nil
+}
+
+// AllowNHeldAt is AllowNAt for a key that holds a state that still matters
+// (see Has); for any other key it decides and records nothing and returns
+// false. A node uses it while a key's state may still be on its way from
+// another member: one lookup tells both whether the state is here and the
+// decision.
+func (l *Limiter) AllowNHeldAt(now time.Time, key string, rule ringlimit.Rule, n int64) (ringlimit.Decision, bool, error) {
+	if err := ringlimit.ValidateCall(key, rule, n); err != nil {
+		return ringlimit.Decision{}, false, err
+	}
+	d, held := l.decide(now.UnixMilli(), key, rule, n, true)
+	return d, held, nil
+}
+
+func (l *Limiter) decide(now int64, key string, rule ringlimit.Rule, n int64, held bool) (ringlimit.Decision, bool) {
+	h := maphash.String(l.seed, key)
+	s := &l.shards[h&l.mask]
+	if n == 0 {
+		return s.apply(key, uint32(h>>32), rule.Algorithm, paramsOf(rule), now, 1, false, held)
+	}
+	return s.apply(key, uint32(h>>32), rule.Algorithm, paramsOf(rule), now, n, true, held)
 }
 
 // Peek reports whether one hit on key would be admitted now, and consumes

@@ -41,7 +41,6 @@ type shard struct {
 
 	evicted, evictedLive, expired uint64
 
-	frozen       bool    // Freeze: every key has moved away
 	track        bool    // record changed slots for Drain
 	dirty, spare []int32 // slots changed since the last Drain (some may since have been freed or reused)
 
@@ -155,20 +154,20 @@ func (s *shard) insert(key string, now int64) int32 {
 // if consume is set and they are admitted. A key that is absent, or whose
 // state was recorded under another algorithm or window, decides as an empty
 // state; it is written only if hits are recorded.
-func (s *shard) apply(key string, alg ringlimit.Algorithm, p params, now, n int64, consume bool) (ringlimit.Decision, error) {
+//
+// If held is set, a key that holds no state that still matters decides
+// nothing: apply returns false.
+func (s *shard) apply(key string, h uint32, alg ringlimit.Algorithm, p params, now, n int64, consume, held bool) (ringlimit.Decision, bool) {
 	tag := uint64(alg)<<56 | uint64(p.window)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.frozen {
-		return ringlimit.Decision{}, ErrMoved
+	i, ok := s.lookupHash(key, h)
+	if held && (!ok || s.at(i).until <= now) {
+		return ringlimit.Decision{}, false
 	}
-	i, ok := s.lookup(key)
 	var fresh state
 	st := &fresh
 	if ok {
-		if e := s.at(i); e.tag == movedTag && e.until > now {
-			return ringlimit.Decision{}, ErrMoved
-		}
 		// A state past its until is gone, as it is in Valkey once its TTL
 		// runs out, whether or not a sweep has dropped it yet. (Under the
 		// same rule it would decide as an empty state anyway; under a new
@@ -193,7 +192,7 @@ func (s *shard) apply(key string, alg ringlimit.Algorithm, p params, now, n int6
 			s.dirty = append(s.dirty, i)
 		}
 	}
-	return d, nil
+	return d, true
 }
 
 func (s *shard) reset(key string) {
