@@ -95,7 +95,7 @@ func (n *Node) ringChanged(r *ring.Ring) {
 		})
 	}
 	n.openWindow()
-	if prev != nil {
+	if prev != nil || r.Len() > 1 { // a first ring with others in it: it may be a join this node has to push for
 		select {
 		case n.kickPush <- struct{}{}:
 		default:

@@ -49,3 +49,32 @@ func TestReady(t *testing.T) {
 		t.Fatal("a closed node is ready")
 	}
 }
+
+// Calls that arrive together on a key whose state may be elsewhere share
+// one pull: a new owner asks the previous one once, not once per call.
+func TestConcurrentPullsShareOne(t *testing.T) {
+	c := nodetest.Start(t, 1, func(cfg *node.Config) { cfg.HandoffWindow = time.Hour })
+	j := c.Add(t)
+	waitFor(t, 10*time.Second, "the new node ready", j.Ready)
+	rule := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: 1000, Window: time.Hour}
+	keys := keysOwnedBy(j, j.Name(), 4)
+	before := j.Stats().Pulls
+	start := make(chan struct{})
+	done := make(chan error)
+	for g := range 64 {
+		go func() {
+			<-start
+			_, err := j.Allow(ctx, keys[g%len(keys)], rule)
+			done <- err
+		}()
+	}
+	close(start)
+	for range 64 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := j.Stats().Pulls - before; got != uint64(len(keys)) {
+		t.Fatalf("%d pulls for %d keys hit by 64 calls at once; want one per key", got, len(keys))
+	}
+}
