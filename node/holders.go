@@ -23,10 +23,12 @@ import (
 // when the window ends. The local store holds states only; it knows nothing
 // of marks.
 type holders struct {
-	self  string
-	local *local.Limiter
-	seed  maphash.Seed
-	max   int // marks kept at most; beyond it no new mark is made (see give)
+	self     string
+	current  func(*mark) bool // whether a mark's member may still hold its key
+	changing func() bool      // within the hand-off window
+	local    *local.Limiter
+	seed     maphash.Seed
+	max      int // marks kept at most; beyond it no new mark is made (see give)
 
 	count   atomic.Int64
 	leaving atomic.Pointer[ring.Ring] // set by Close: every key goes to its owner in it
@@ -123,3 +125,32 @@ func (h *holders) forget(gone func(*mark) bool) {
 
 // size is the number of marks.
 func (h *holders) size() int { return int(h.count.Load()) }
+
+// pickHolder implements holderPicker.
+func (h *holders) pickHolder(key, from string) (s *holderStripe, to, src string, settled bool) {
+	src = from
+	s = h.lock(key)
+	m := s.get(key)
+	if m != nil && m.to != h.self {
+		if m.to != from && h.current(m) {
+			s.unlock()
+			return nil, m.to, "", false
+		}
+		// It gave the key back (it redirected the call here), or it left
+		// the ring: it pushed what it held on, or crashed (the store has
+		// what it wrote behind), or is only suspected and comes back in a
+		// moment. Either way the state comes from it or from the store
+		// before this node decides.
+		src = m.to
+		h.drop(s, key)
+		m = nil
+	}
+	if lr := h.leaving.Load(); lr != nil {
+		s.unlock()
+		if to := lr.Owner(key); to != "" && to != h.self {
+			return nil, to, "", false
+		}
+		return nil, toStore, "", false // the last member: nobody to hand it to
+	}
+	return s, "", src, m != nil || (src == "" && !h.changing())
+}

@@ -100,6 +100,7 @@ func New(cfg Config) (*Node, error) {
 	n.local = local.New(local.Config{MaxKeys: cfg.MaxKeys, Clock: cfg.Clock,
 		TrackChanges: n.states != nil && cfg.WriteBehind > 0})
 	n.holders.init(cfg.Name, n.local, 2*max(cfg.MaxKeys, 1<<20))
+	n.holders.current, n.holders.changing = n.current, n.changing.Load
 
 	// Serve before joining: peers may forward as soon as they see us.
 	n.server = peer.Serve(ln, peer.ServerConfig{

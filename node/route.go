@@ -81,41 +81,35 @@ func (n *Node) route(ctx context.Context, req peer.Request) (ringlimit.Decision,
 	return n.fromStore(ctx, &req)
 }
 
+// holderPicker is what the chain asks about a key while ownership changes:
+// which member holds its state now, the way groupcache's PickPeer says
+// which peer owns a key. *holders implements it.
+type holderPicker interface {
+	// pickHolder locks key against hand-over and returns the member its
+	// state is with: to ("" if here; toStore if nobody can take it), the
+	// stripe unlocked. If here, the stripe stays locked for the decision;
+	// settled says it needs no pull first, and src (if not "") is the
+	// member its state may still be with.
+	pickHolder(key, from string) (s *holderStripe, to, src string, settled bool)
+}
+
+var _ holderPicker = (*holders)(nil)
+
 // decideHere decides req on this node if it holds the key, making sure
 // first, while ownership changes, that the key's state is here; else it
 // returns the member that holds the key (or toStore if there is none).
 func (n *Node) decideHere(ctx context.Context, req *peer.Request, now time.Time) (ringlimit.Decision, string, error) {
-	src := req.From // where the key's state may be, if not here
 	for attempt := 0; ; attempt++ {
-		s := n.holders.lock(req.Key)
-		m := s.get(req.Key)
-		if m != nil && m.to != n.name {
-			if m.to != req.From && n.current(m) {
-				s.unlock()
-				return ringlimit.Decision{}, m.to, nil
-			}
-			// It gave the key back (it redirected the call here), or it
-			// left the ring: it pushed what it held on, or crashed (the
-			// store has what it wrote behind), or is only suspected and
-			// comes back in a moment. Either way the state comes from it
-			// or from the store before this node decides.
-			src = m.to
-			n.holders.drop(s, req.Key)
-			m = nil
-		}
-		if lr := n.holders.leaving.Load(); lr != nil {
-			s.unlock()
-			if to := lr.Owner(req.Key); to != "" && to != n.name {
-				return ringlimit.Decision{}, to, nil
-			}
-			return ringlimit.Decision{}, toStore, nil // the last member: nobody to hand it to
+		s, to, src, settled := n.holders.pickHolder(req.Key, req.From)
+		if to != "" {
+			return ringlimit.Decision{}, to, nil
 		}
 		if req.Op == peer.OpReset {
 			err := n.local.Reset(ctx, req.Key)
 			s.unlock()
 			return ringlimit.Decision{}, "", err
 		}
-		if attempt > 0 || m != nil || (src == "" && !n.changing.Load()) {
+		if attempt > 0 || settled {
 			// Settled here: decide.
 			d, err := n.local.AllowNAt(now, req.Key, req.Rule, req.N)
 			s.unlock()
@@ -127,7 +121,7 @@ func (n *Node) decideHere(ctx context.Context, req *peer.Request, now time.Time)
 			return d, "", err
 		}
 		// The state may be elsewhere: fetch it, then decide.
-		to, err := n.fetch(ctx, req.Key, src)
+		to, err = n.fetch(ctx, req.Key, src)
 		if to != "" || err != nil {
 			return ringlimit.Decision{}, to, err
 		}

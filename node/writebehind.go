@@ -19,7 +19,7 @@ type stateStore interface {
 var _ stateStore = (*remote.Connector)(nil)
 
 // run is the node's housekeeping goroutine: every tick it ends the
-// hand-off window when it is over, forgets expired moved marks, and writes
+// hand-off window (and drops its marks) when it is over, and writes
 // the states changed since the last tick to the store (write-behind).
 //
 // The write-behind never blocks a decision: decisions only set a mark in
