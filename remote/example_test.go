@@ -1,8 +1,8 @@
 package remote_test
 
 import (
-	"crypto/tls"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"time"
 
