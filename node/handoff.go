@@ -139,8 +139,13 @@ func (n *Node) pushLoop() {
 		// Tell each member new since the last push that this node's
 		// push is done (a node is Ready once each member it joined has).
 		for _, m := range r.Members() {
-			if m != n.name && (pushed == nil || !pushed.Contains(m)) {
-				n.send(m, []peer.Item{n.header()})
+			if m == n.name || (pushed != nil && pushed.Contains(m)) {
+				continue
+			}
+			// Once, briefly: a member that misses it is Ready when its
+			// hand-off window ends instead.
+			if pc := n.peers.get(m); pc != nil {
+				pc.bulk.DoTimeout(context.Background(), &peer.Request{Op: peer.OpStates, States: []peer.Item{n.header()}}, n.pullTimeout())
 			}
 		}
 		pushed = r
