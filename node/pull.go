@@ -66,14 +66,16 @@ func (n *Node) pull(ctx context.Context, key, from string) (string, error) {
 		n.settle(key)
 		return "", nil
 	}
+	// The wait for the member and the pull share one pull timeout.
+	deadline := time.Now().Add(n.pullTimeout())
 	pc := n.peers.get(src)
 	if pc == nil && src != "" {
 		// Out of the ring: gone, or only suspected for a moment (then it
 		// still holds the key).
-		pc = n.awaitPeer(ctx, src)
+		pc = n.awaitPeer(ctx, src, deadline)
 	}
-	if pc != nil {
-		res, err := pc.bulk.DoTimeout(ctx, &peer.Request{Op: peer.OpTake, Key: key, From: n.name}, n.pullTimeout())
+	if left := time.Until(deadline); pc != nil && left > 0 {
+		res, err := pc.bulk.DoTimeout(ctx, &peer.Request{Op: peer.OpTake, Key: key, From: n.name}, left)
 		if err == nil && res.Err == nil {
 			n.stats.pulls.Add(1)
 			switch {
@@ -196,11 +198,12 @@ func (n *Node) inRing(m *mark) bool {
 	return ok && n.members.Ring().Contains(m.to) && addr == m.addr
 }
 
-// awaitPeer waits, at most the pull timeout or a second, for the member
-// named name to appear in this node's membership (a peer that already
-// knows it redirected a call to it), and returns its connection.
-func (n *Node) awaitPeer(ctx context.Context, name string) *peerConn {
-	t := time.NewTimer(min(n.pullTimeout(), time.Second))
+// awaitPeer waits until deadline at most for the member named name to
+// appear in this node's membership (a peer that already knows it redirected
+// a call to it, or it was only suspected for a moment), and returns its
+// connection.
+func (n *Node) awaitPeer(ctx context.Context, name string, deadline time.Time) *peerConn {
+	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
 	tick := time.NewTicker(2 * time.Millisecond)
 	defer tick.Stop()

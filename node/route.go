@@ -134,7 +134,8 @@ func (n *Node) decideHere(ctx context.Context, req *peer.Request, now time.Time)
 func (n *Node) ask(ctx context.Context, at string, req *peer.Request) (ringlimit.Decision, string, error) {
 	pc := n.peers.get(at)
 	if pc == nil && req.From != "" {
-		pc = n.awaitPeer(ctx, at) // redirected to a member this node has not heard of yet
+		// Redirected to a member this node has not heard of yet.
+		pc = n.awaitPeer(ctx, at, time.Now().Add(min(n.pullTimeout(), time.Second)))
 	}
 	if pc == nil {
 		n.stats.forwardFailures.Add(1)
