@@ -12,14 +12,17 @@ import (
 // not change the API of the packages above.
 //
 //   - One server: Addrs holds its host:port.
-//   - Valkey Cluster: Addrs holds one or more seed nodes; the client learns
-//     the rest of the cluster from them and follows its slot map. (With one
-//     address, the client asks the server whether it is a cluster.)
+//   - Valkey Cluster: Addrs holds seed nodes; the client learns the rest of
+//     the cluster from them and follows its slot map. With a single seed,
+//     set Cluster (one address alone means one server).
 //   - Sentinel: Sentinel.MasterSet names the master set, and Sentinel.Addrs
 //     the sentinels; the client follows the set's master through failovers.
 type Options struct {
 	// Addrs are the server's or the cluster's seed addresses (host:port).
 	Addrs []string
+	// Cluster says the addresses are a Valkey Cluster's seeds. Needed only
+	// with a single seed: several addresses are taken as a cluster.
+	Cluster bool
 	// Username and Password authenticate (AUTH). Empty: no AUTH (or the
 	// "default" user with Password alone).
 	Username, Password string
@@ -53,6 +56,9 @@ func (o Options) client() valkey.ClientOption {
 		Password:     o.Password,
 		TLSConfig:    o.TLS,
 		DisableCache: true,
+		// One address is one server unless said otherwise: no cluster
+		// discovery, and no background refresh left behind on Close.
+		ForceSingleClient: len(o.Addrs) == 1 && !o.Cluster,
 	}
 	opt.Dialer.Timeout = o.DialTimeout
 	if opt.Dialer.Timeout <= 0 {
@@ -61,6 +67,7 @@ func (o Options) client() valkey.ClientOption {
 	}
 	if s := o.Sentinel; s.MasterSet != "" {
 		opt.InitAddress = s.Addrs
+		opt.ForceSingleClient = false
 		opt.Sentinel = valkey.SentinelOption{
 			MasterSet: s.MasterSet,
 			Username:  s.Username,
