@@ -3,8 +3,10 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
+	"github.com/ringlimit/ringlimit"
 	"github.com/ringlimit/ringlimit/local"
 	"github.com/ringlimit/ringlimit/node/peer"
 	"github.com/ringlimit/ringlimit/remote"
@@ -37,6 +39,9 @@ const maxRedirects = 2
 // errPeerGone is why a push stops when its target left the ring between
 // attempts.
 var errPeerGone = errors.New("node: hand-off target left")
+
+// errRefused: the target of a push answered that it installed nothing.
+var errRefused = errors.New("node: hand-off refused")
 
 // batchBytes is the size a push batch is cut at.
 const batchBytes = 256 << 10
@@ -107,6 +112,11 @@ func (n *Node) ringChanged(r *ring.Ring) {
 // sender (its key is empty: no key is); a push of no state after it marks
 // the end of the sender's push (see Ready).
 func (n *Node) serveStates(items []peer.Item) peer.Result {
+	if n.holders.leaving.Load() != nil && len(items) > 1 {
+		// Leaving: its own states are on their way out already; one
+		// installed now would stay behind. The sender keeps them.
+		return peer.Result{Err: ringlimit.ErrClosed}
+	}
 	from := ""
 	if len(items) > 0 && items[0].Key == "" {
 		from, items = string(items[0].Value), items[1:]
@@ -182,9 +192,10 @@ func (n *Node) pushMoved(r *ring.Ring) {
 
 // given is a state this node gave up in a push, with the mark it left.
 type given struct {
-	key string
-	st  local.State
-	m   *mark
+	key     string
+	st      local.State
+	m       *mark
+	refused bool // the target answered that it installed nothing
 }
 
 // pushBatch gives up the states of keys to the member named to, until a
@@ -218,7 +229,7 @@ func (n *Node) pushBatch(to string, keys []string) (left []string, failed []give
 		if m.st == nil {
 			continue
 		}
-		done = append(done, given{key, st, m})
+		done = append(done, given{key: key, st: st, m: m})
 		items = append(items, peer.Item{Key: key, Value: v})
 		size += 6 + len(key) + len(v)
 	}
@@ -228,6 +239,11 @@ func (n *Node) pushBatch(to string, keys []string) (left []string, failed []give
 	if err := n.send(to, items); err != nil {
 		n.cfg.Logger.Warn("node: hand-off push failed", "node", n.name, "to", to, "keys", len(done), "err", err)
 		n.stats.handoffFailures.Add(uint64(len(done)))
+		if errors.Is(err, errRefused) {
+			for i := range done {
+				done[i].refused = true
+			}
+		}
 		return keys, done
 	}
 	n.stats.handedOff.Add(uint64(len(done)))
@@ -258,20 +274,23 @@ func (n *Node) send(to string, items []peer.Item) error {
 		if err == nil && res.Err == nil {
 			return nil
 		}
-		err = errors.Join(err, res.Err)
+		if err == nil {
+			// It answered, and installed nothing (it is leaving).
+			return fmt.Errorf("%w: %w", errRefused, res.Err)
+		}
 	}
 	return err
 }
 
 // takeBack handles the states of a join push that could not be delivered.
-// If their target is still in the ring it may hold them: the marks stay (it
-// can pull the copies), and the store gets a copy for it to load. Else the
-// states come back here.
+// If their target is still in the ring and did not refuse them it may hold
+// them: the marks stay (it can pull the copies), and the store gets a copy
+// for it to load. Else the states come back here.
 func (n *Node) takeBack(to string, failed []given) {
 	if len(failed) == 0 {
 		return
 	}
-	if n.members.Ring().Contains(to) {
+	if !failed[0].refused && n.members.Ring().Contains(to) {
 		if n.states != nil {
 			n.writeLost(failed)
 		}

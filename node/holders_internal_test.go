@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -140,5 +141,35 @@ func TestInstallRefusesStaleState(t *testing.T) {
 	}
 	if d, to, err := a.decideHere(ctx, &peer.Request{Op: peer.OpAllow, Key: "k", Rule: rule, N: 1}, a.now()); to != "" || err != nil || d.Remaining != 2 {
 		t.Fatalf("after the key came back: %+v, %q, %v", d, to, err)
+	}
+}
+
+// A leaving node has sent its own states on already: a push that reaches it
+// then is refused, so that its sender keeps the states instead of leaving
+// them behind with a node about to stop. Its sender, told so, takes them
+// back even though the target is still in the ring.
+func TestLeavingNodeRefusesPushes(t *testing.T) {
+	clk := testclock.New(time.Unix(1_700_000_000, 0))
+	n, err := New(Config{Name: "a", GossipAddr: "127.0.0.1:0", RPCAddr: "127.0.0.1:0", Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	st := local.State{Algorithm: ringlimit.FixedWindow, Window: 3_600_000, A: clk.Now().UnixMilli() / 3_600_000, B: 1,
+		Until: clk.Now().UnixMilli() + 60_000}
+	n.holders.leaving.Store(ringWithout(n.members.Ring(), "a"))
+	res := n.serveStates([]peer.Item{n.header(), {Key: "k", Value: encodeState(st)}})
+	if !errors.Is(res.Err, ringlimit.ErrClosed) || n.local.Has("k") {
+		t.Fatalf("push to a leaving node: %+v, installed %v; want refused, nothing installed", res, n.local.Has("k"))
+	}
+	n.holders.leaving.Store(nil)
+	// The sender's side: a refused batch comes back at once.
+	m := &mark{to: "a", addr: "in-ring", st: &st}
+	s := n.holders.lock("j")
+	n.holders.set(s, "j", m)
+	s.unlock()
+	n.takeBack("a", []given{{key: "j", st: st, m: m, refused: true}})
+	if !n.local.Has("j") {
+		t.Fatal("a refused state did not come back")
 	}
 }
