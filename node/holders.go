@@ -75,11 +75,14 @@ func (s *holderStripe) get(key string) *mark {
 	return s.marks[key]
 }
 
-// set replaces key's mark. It refuses a new mark beyond the table's bound
-// and reports whether the key has m as its mark now. The stripe is locked.
+// set replaces key's mark. A mark that says the key is settled here is an
+// optimisation (it saves a pull) and is refused beyond the table's bound; a
+// mark that says the key moved is the truth and is always kept (there are
+// at most as many as the states this node gave away within the window). It
+// reports whether the key has m as its mark now. The stripe is locked.
 func (h *holders) set(s *holderStripe, key string, m *mark) bool {
 	if _, ok := s.marks[key]; !ok {
-		if h.count.Load() >= int64(h.max) {
+		if m.to == h.self && h.count.Load() >= int64(h.max) {
 			return false
 		}
 		h.count.Add(1)

@@ -173,3 +173,27 @@ func TestLeavingNodeRefusesPushes(t *testing.T) {
 		t.Fatal("a refused state did not come back")
 	}
 }
+
+// The table is bounded: beyond its bound a key is no longer marked settled
+// (it is pulled again instead), but a key given away is always marked, or
+// this node would start it afresh while another holds it.
+func TestHoldersBound(t *testing.T) {
+	var h holders
+	h.init("a", local.New(local.Config{}), 4)
+	for i := range 10 {
+		k := string(rune('a' + i))
+		s := h.lock(k)
+		h.set(s, k, &mark{to: "a"})
+		s.unlock()
+	}
+	if h.size() != 4 {
+		t.Fatalf("%d settled marks, want the bound 4", h.size())
+	}
+	s := h.lock("given")
+	ok := h.set(s, "given", &mark{to: "b"})
+	m := s.get("given")
+	s.unlock()
+	if !ok || m == nil || m.to != "b" || h.size() != 5 {
+		t.Fatalf("a give past the bound: set %v, mark %+v, %d marks", ok, m, h.size())
+	}
+}
