@@ -125,16 +125,42 @@ func (l *Limiter) locate(key string) (*shard, uint32) {
 
 // AllowN consumes n hits on key if rule admits them now; n == 0 is a Peek.
 // Bad input returns an error wrapping a ringlimit sentinel and records
-// nothing. A key given up with Give, or any key after Freeze, decides
-// nothing and returns ErrMoved.
+// nothing. It reads the clock once and is AllowNAt at that instant.
 func (l *Limiter) AllowN(_ context.Context, key string, rule ringlimit.Rule, n int64) (ringlimit.Decision, error) {
 	if uint(len(key)-1) >= ringlimit.MaxKeyLen { // empty (wraps round) or too long
 		return ringlimit.Decision{}, ringlimit.ValidateKey(key)
 	}
 	s, frag := l.locate(key)
 	var d ringlimit.Decision
-	err := s.apply(&d, key, frag, rule, l.now(), n)
+	_, err := s.apply(&d, key, frag, rule, l.now(), n, false)
 	return d, err
+}
+
+// AllowNAt is AllowN at the instant now instead of the clock's (time is
+// passed in, as in x/time/rate's AllowN(t, n)).
+func (l *Limiter) AllowNAt(now time.Time, key string, rule ringlimit.Rule, n int64) (ringlimit.Decision, error) {
+	if uint(len(key)-1) >= ringlimit.MaxKeyLen {
+		return ringlimit.Decision{}, ringlimit.ValidateKey(key)
+	}
+	s, frag := l.locate(key)
+	var d ringlimit.Decision
+	_, err := s.apply(&d, key, frag, rule, now.UnixMilli(), n, false)
+	return d, err
+}
+
+// AllowNHeldAt is AllowNAt for a key that holds a state that still matters
+// (see Has); for any other key it decides and records nothing and returns
+// false. A node uses it while a key's state may still be on its way from
+// another member: one lookup tells both whether the state is here and the
+// decision.
+func (l *Limiter) AllowNHeldAt(now time.Time, key string, rule ringlimit.Rule, n int64) (ringlimit.Decision, bool, error) {
+	if uint(len(key)-1) >= ringlimit.MaxKeyLen {
+		return ringlimit.Decision{}, false, ringlimit.ValidateKey(key)
+	}
+	s, frag := l.locate(key)
+	var d ringlimit.Decision
+	held, err := s.apply(&d, key, frag, rule, now.UnixMilli(), n, true)
+	return d, held, err
 }
 
 // Peek reports whether one hit on key would be admitted now, and consumes

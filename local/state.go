@@ -1,39 +1,16 @@
 package local
 
 import (
-	"errors"
-
 	"github.com/ringlimit/ringlimit"
 )
 
-// ErrMoved is returned for a key whose state was given up (Give), or by a
-// frozen Limiter (Freeze): it decides nothing, the key is held elsewhere.
-var ErrMoved = errors.New("local: key moved")
-
-// movedTag is the tag of a tombstone that Give leaves: no algorithm has it.
-const movedTag = uint64(0xff) << 56
-
-// State is one key's state in a form other packages can carry: node hands it
-// to a key's next owner and writes it behind to the central store. The
-// meaning of A, B and C depends on Algorithm, as in package remote (whose
-// State has the same fields):
-//
-//	TokenBucket, LeakyBucket: A = level (in 1/Window-ms of a hit), B = last update (ms)
-//	FixedWindow:              A = window index, B = count
-//	SlidingWindow:            A = window index, B = current count, C = previous count
-//	SlidingLog:               Log (A, B, C unused)
-type State struct {
-	Algorithm ringlimit.Algorithm
-	Window    int64 // Rule.Window in ms: a call under another window starts afresh
-	A, B, C   int64
-	Log       []LogEntry // SlidingLog: admitted hits, oldest first, stamps strictly increasing
-	// Until is the instant (ms since the epoch) from which the state no
-	// longer matters: from then on it decides as an empty state.
-	Until int64
-}
+// State is one key's state in the form other packages carry (see
+// ringlimit.State): node hands it to a key's next owner and writes it behind
+// to the central store, whose scripts keep the same fields.
+type State = ringlimit.State
 
 // LogEntry is Count hits admitted at the same millisecond Stamp.
-type LogEntry struct{ Stamp, Count int64 }
+type LogEntry = ringlimit.LogEntry
 
 // dirtyBit marks an entry whose state changed since the last Drain. It lives
 // in the tag, above every window the rules allow (a window in ms fits in 48
@@ -75,7 +52,7 @@ func stateOf(s State) state {
 }
 
 // live reports whether e holds a state that still matters at now.
-func (e *entry) live(now int64) bool { return e.key != "" && e.until > now && e.tag != movedTag }
+func (e *entry) live(now int64) bool { return e.key != "" && e.until > now }
 
 // Export returns key's state, if it holds one that still matters.
 func (l *Limiter) Export(key string) (State, bool) {
@@ -116,56 +93,6 @@ func (l *Limiter) Take(key string) (State, bool) {
 	st, live := e.export(), e.live(now)
 	s.remove(i)
 	return st, live
-}
-
-// Give is Take, and it leaves a mark in the key's place until the instant
-// until (ms since the epoch): calls on the key return ErrMoved until then,
-// even calls that were already on their way (no call decides on the key
-// after its state left). Import replaces the mark; Reset removes it.
-func (l *Limiter) Give(key string, until int64) (State, bool) {
-	s, frag := l.locate(key)
-	now := l.now()
-	if ringlimit.ValidateKey(key) != nil {
-		return State{}, false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	i, ok := s.lookup(key, frag)
-	var st State
-	live := false
-	if ok {
-		e := s.at(i)
-		st, live = e.export(), e.live(now)
-	} else {
-		i = s.insert(key, frag, now)
-	}
-	e := s.at(i)
-	s.bytes -= e.st.bytes()
-	e.tag, e.until, e.st = movedTag, until, state{}
-	return st, live
-}
-
-// Unmark removes the mark Give left on key, if it is still there.
-func (l *Limiter) Unmark(key string) {
-	s, frag := l.locate(key)
-	s.mu.Lock()
-	if i, ok := s.lookup(key, frag); ok && s.at(i).tag == movedTag {
-		s.remove(i)
-	}
-	s.mu.Unlock()
-}
-
-// Freeze makes every call return ErrMoved from now on: the node that holds
-// the Limiter is leaving and hands its keys off. A call that had already
-// started has finished when Freeze returns, so a Range after it sees every
-// state.
-func (l *Limiter) Freeze() {
-	for i := range l.shards {
-		s := &l.shards[i]
-		s.mu.Lock()
-		s.frozen = true
-		s.mu.Unlock()
-	}
 }
 
 // Import installs st as key's state if the key holds none that still

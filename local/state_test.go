@@ -118,46 +118,28 @@ func TestTrackChangesAllocatesNothing(t *testing.T) {
 	}
 }
 
-// A key given up answers ErrMoved until its mark expires or a state is
-// imported; a frozen limiter answers ErrMoved for every key.
-func TestGiveAndFreeze(t *testing.T) {
+// AllowNHeldAt decides only a key that holds a state that still matters,
+// and records nothing for any other; AllowNAt decides at the instant given,
+// not the clock's.
+func TestAllowNHeldAt(t *testing.T) {
 	clk := testclock.New(t0)
 	l := local.New(local.Config{Clock: clk})
-	rule := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: 5, Window: time.Hour}
-	l.AllowN(ctx, "k", rule, 2)
-	s, ok := l.Give("k", clk.Now().UnixMilli()+1000)
-	if !ok || s.B != 2 {
-		t.Fatalf("Give: %+v %v", s, ok)
+	rule := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: 5, Window: time.Minute}
+	if _, held, err := l.AllowNHeldAt(t0, "k", rule, 1); held || err != nil || l.Has("k") {
+		t.Fatalf("absent key: held %v, %v; recorded %v", held, err, l.Has("k"))
 	}
-	if _, err := l.AllowN(ctx, "k", rule, 1); !errors.Is(err, local.ErrMoved) {
-		t.Fatalf("after Give: %v, want ErrMoved", err)
+	if d, err := l.AllowNAt(t0, "k", rule, 2); err != nil || d.Remaining != 3 {
+		t.Fatalf("AllowNAt: %+v, %v", d, err)
 	}
-	if _, ok := l.Give("never", clk.Now().UnixMilli()+1000); ok {
-		t.Fatal("Give of an absent key returned a state")
+	if d, held, err := l.AllowNHeldAt(t0, "k", rule, 1); !held || err != nil || d.Remaining != 2 {
+		t.Fatalf("held key: %+v, %v, %v", d, held, err)
 	}
-	if _, err := l.Peek(ctx, "never", rule); !errors.Is(err, local.ErrMoved) {
-		t.Fatalf("after Give of an absent key: %v, want ErrMoved", err)
+	// At an instant past the state's window the state no longer matters:
+	// the clock (still at t0) is not read.
+	if _, held, _ := l.AllowNHeldAt(t0.Add(2*time.Minute), "k", rule, 1); held {
+		t.Fatal("a state past its until counts as held")
 	}
-	if l.Has("k") {
-		t.Fatal("a mark counts as a state")
-	}
-	if !l.Import("k", s) {
-		t.Fatal("Import did not replace the mark")
-	}
-	if d, err := l.AllowN(ctx, "k", rule, 1); err != nil || d.Remaining != 2 {
-		t.Fatalf("after Import: %+v %v", d, err)
-	}
-	clk.Advance(2 * time.Second)
-	if d, err := l.AllowN(ctx, "never", rule, 1); err != nil || !d.Allowed {
-		t.Fatalf("after the mark expired: %+v %v", d, err)
-	}
-	l.Freeze()
-	if _, err := l.AllowN(ctx, "other", rule, 1); !errors.Is(err, local.ErrMoved) {
-		t.Fatalf("frozen: %v", err)
-	}
-	n := 0
-	l.Range(func(string, local.State) bool { n++; return true })
-	if n != 2 {
-		t.Fatalf("Range after Freeze saw %d keys, want 2", n)
+	if _, _, err := l.AllowNHeldAt(t0, "", rule, 1); !errors.Is(err, ringlimit.ErrInvalidKey) {
+		t.Fatalf("bad key: %v", err)
 	}
 }

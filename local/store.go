@@ -53,7 +53,6 @@ type shard struct {
 
 	evicted, evictedLive, expired uint64
 
-	frozen       bool    // Freeze: every key has moved away
 	track        bool    // record changed slots for Drain
 	dirty, spare []int32 // slots changed since the last Drain (some may since have been freed or reused)
 
@@ -135,9 +134,6 @@ func (s *shard) sweep(now int64) {
 func (e *entry) cost(now int64) int64 {
 	if e.until <= now {
 		return 0
-	}
-	if e.tag == movedTag {
-		return math.MaxInt64 // a hand-off mark: keep it
 	}
 	w := int64(e.tag & (1<<48 - 1))
 	var used float64
@@ -249,38 +245,38 @@ func (s *shard) grow(i int32) {
 // are recorded.
 //
 // It writes the Decision through d, which saves a copy of it per call.
-func (s *shard) apply(d *ringlimit.Decision, key string, frag uint32, rule ringlimit.Rule, now, n int64) error {
+//
+// If held is set, a key that holds no state that still matters decides
+// nothing: apply reports false (and nil).
+func (s *shard) apply(d *ringlimit.Decision, key string, frag uint32, rule ringlimit.Rule, now, n int64, held bool) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if rule != s.rule || s.p.window == 0 {
 		// Validated once per shard and rule: a call under the rule the
 		// previous call used skips the checks and the conversions.
 		if err := rule.Validate(); err != nil {
-			return err
+			return false, err
 		}
 		s.rule, s.p = rule, paramsOf(rule)
 	}
 	p := &s.p
 	if uint64(n) > uint64(p.burst) { // n < 0 or over the capacity
-		return ringlimit.ValidateCall(key, rule, n)
+		return false, ringlimit.ValidateCall(key, rule, n)
 	}
 	consume := n > 0
 	if !consume {
 		n = 1
 	}
-	if s.frozen {
-		return ErrMoved
-	}
 	tag := uint64(rule.Algorithm)<<56 | uint64(p.window)
 	i, ok := s.lookup(key, frag)
+	if held && (!ok || s.at(i).until <= now) {
+		return false, nil
+	}
 	var fresh state
 	st := &fresh
 	var e *entry
 	if ok {
 		e = s.at(i)
-		if e.tag == movedTag && e.until > now {
-			return ErrMoved
-		}
 		// A state past its until is gone, as it is in Valkey once its TTL
 		// runs out, whether or not a sweep has dropped it yet. (Under the
 		// same rule it would decide as an empty state anyway; under a new
@@ -310,7 +306,7 @@ func (s *shard) apply(d *ringlimit.Decision, key string, frag uint32, rule ringl
 			s.dirty = append(s.dirty, i)
 		}
 	}
-	return nil
+	return true, nil
 }
 
 func (s *shard) reset(key string, frag uint32) {

@@ -40,7 +40,7 @@ func TestBytesAccounting(t *testing.T) {
 				l.Import(fmt.Sprint("m", r.IntN(500)), st)
 			}
 		case x < 93:
-			l.Give(key, clk.Now().UnixMilli()+int64(r.IntN(100)))
+			l.AllowNHeldAt(clk.Now(), key, rules[r.IntN(len(rules))], 1)
 		default:
 			clk.Advance(time.Duration(r.IntN(50)) * time.Millisecond)
 		}

@@ -47,14 +47,15 @@ type Config struct {
 	// Join lists gossip addresses of nodes to join. If none answers, New
 	// still succeeds and keeps trying in the background until one does.
 	Join []string
-	// ValkeyAddrs are the central store's addresses. If empty (and Store is
-	// nil), there is no store: keys whose owner cannot be reached are
-	// decided by Policy.
+	// ValkeyAddrs are the central store's addresses: one server's, or the
+	// seed nodes of a Valkey Cluster (the client learns the rest). If empty
+	// (and Store and ValkeyOptions are nil), there is no store: keys whose
+	// owner cannot be reached are decided by Policy.
 	ValkeyAddrs []string
-	// ValkeyOptions, if not nil, are the full valkey-go client options (auth,
-	// TLS, Sentinel, Cluster) for the central store; they take the place of
+	// ValkeyOptions, if not nil, say how to reach the central store with
+	// AUTH, TLS or Sentinel (see remote.Options); they take the place of
 	// ValkeyAddrs.
-	ValkeyOptions *remote.ClientOption
+	ValkeyOptions *remote.Options
 	// ValkeyPrefix is put before every key in Valkey. If empty, "rl:".
 	ValkeyPrefix string
 	// Store, if not nil, is the central store instead of a Valkey client

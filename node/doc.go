@@ -23,27 +23,53 @@
 // Only bad input, a closed node or the caller's cancelled context produce an
 // error; a dead peer or store produces a decision from the next tier.
 //
+// # Map of the code
+//
+//	route.go    AllowN, Reset and the peer handler: the one chain. The clock
+//	            is read once, the ring once; a bounded loop asks where the key
+//	            is decided: here (decideHere), a peer (ask), the store
+//	            (fromStore) or the policy. A "moved to X" answer sends the
+//	            loop on to X, at most twice.
+//	holders.go  who holds a key while ownership changes: one table of marks
+//	            (moved to X, or settled here), striped locks under which every
+//	            decision here and every hand-over of a state runs.
+//	pull.go     a new owner without the key's state takes it from the
+//	            previous holder (OpTake; concurrent pulls of one key share
+//	            one), or loads it from the store if that holder is gone.
+//	handoff.go  pushes on join and on Close: the states leave the local
+//	            store under the key's lock, the batch is sent with no lock
+//	            held, a copy stays in the mark until the target confirms.
+//	ready.go    Ready: joined, and the initial hand-off received.
+//	peers.go    connections to peers, each behind a breaker.
+//	writebehind.go, store.go, state.go: the store tier and the states'
+//	            encoding (ringlimit.State, shared with local and remote).
+//
+// The local store (package local) holds states only: decide, export and
+// import, range and drain. It knows nothing of marks or owners.
+//
 // # Ownership changes
 //
 // A key's state follows the key when its owner changes, so a deploy or a
 // scale-out admits nothing extra:
 //
-//   - Close first freezes the node's keys (every call on them is redirected
-//     from then on), then pushes every state, in batches over a second
-//     connection to each peer, to the key's owner in the ring without this
-//     node, waits for each batch's answer, and only then leaves the gossip.
-//     It keeps answering peers that have not noticed yet with "moved to X"
-//     until they stop calling (at most a second).
+//   - Close first marks the node as leaving (every call on its keys is
+//     redirected from then on), then pushes every state, in batches over a
+//     second connection to each peer, to the key's owner in the ring without
+//     this node, waits for each batch's answer, and only then leaves the
+//     gossip. It keeps answering peers that have not noticed yet with "moved
+//     to X" until they stop calling (at most a second).
 //   - When a member joins, every node gives up the keys the new member owns
-//     (a moved mark stays in their place for HandoffWindow) and pushes their
+//     (a mark stays in their place for the hand-off window) and pushes their
 //     states to it.
 //   - For HandoffWindow after a ring change, a node that owns a key it holds
 //     no state for asks the member it took the key from for it (a state
 //     transfer, not a forwarded decision) before deciding; a node that gave
 //     a key up answers its calls with the key's new holder, and the caller's
-//     node goes on there, at most twice. A pull waits for a push in flight
-//     on the same node, so it never answers "no state" for a state on its
-//     way.
+//     node goes on there. A pull that overtakes a push gets the copy the
+//     push carries; the push then finds the state installed. Two holders of
+//     one key never decide at once: a state leaves the local store and its
+//     mark is set in one step under the key's lock, and a member that only
+//     dropped out of the gossip for a moment keeps the keys given to it.
 //
 // A crash loses only what was not yet written behind: with a Valkey store,
 // the states of owned keys changed since the last write are written every

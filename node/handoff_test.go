@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -468,4 +469,44 @@ func TestJoinPushesIdleKeys(t *testing.T) {
 		t.Logf("the new node pulled %d states", s.Pulls)
 	}
 	denied(t, c.Nodes, moved, rule, "after the join")
+}
+
+var soak = flag.Bool("soak", false, "TestRollingRestartSoak: 20 restarts instead of 3")
+
+// A rolling-restart soak: 4 nodes and a store, 16 goroutines of load on
+// keys of every algorithm with a frozen clock (a key admits its Limit once
+// in all), and one node after another restarted (a graceful Close, then a
+// new node of the same name) 3 times, or 20 with -soak. Two holders of one
+// key at once would admit its limit twice: no key may be over its limit,
+// and no caller may see an error.
+func TestRollingRestartSoak(t *testing.T) {
+	restarts := 3
+	if *soak {
+		restarts = 20
+	}
+	srv := valkeytest.Start(t)
+	clk := testclock.New(time.Now())
+	c := nodetest.Start(t, 4, func(cfg *node.Config) {
+		cfg.Clock = clk
+		cfg.ForwardTimeout = 5 * time.Second // two cores under -race
+		cfg.ValkeyAddrs = []string{srv.Addr()}
+	})
+	const limit = 100
+	keys, rules := handoffKeys(30, limit)
+	l := startLoad(t, c.Nodes, keys, rules, 16)
+	waitFor(t, 20*time.Second, "a third of the capacity used", func() bool {
+		return l.totalAdmitted() >= int64(len(keys))*limit/3
+	})
+	for i := range restarts {
+		j := i % len(c.Nodes)
+		l.without(c.Nodes[j])
+		nd := c.Restart(t, j)
+		l.with(nd)
+		l.moreCalls(1000)
+	}
+	l.finish()
+	admitted, total := l.check()
+	t.Logf("%d restarts: admitted %d of a total limit %d over %d calls (local %d, peer %d, store %d, fallback %d)",
+		restarts, admitted, total, l.totalSent(), l.sources[0].Load(), l.sources[1].Load(), l.sources[2].Load(), l.sources[3].Load())
+	logHandoffStats(t, c.Nodes)
 }

@@ -43,22 +43,20 @@ type Node struct {
 	stats counters
 	obs   observer // decisions by source and result, latency (observe.go)
 
-	// Hand-off (handoff.go).
-	mode            atomic.Uint32 // modeLeaving | modeTransition; zero on the hot path
-	started         time.Time
-	transitionUntil atomic.Int64 // unix ns: end of the hand-off window
-	lastRing        atomic.Pointer[ring.Ring]
-	prevRing        atomic.Pointer[ring.Ring] // the ring before the last change
-	minusMe         atomic.Pointer[ring.Ring] // the current ring without this node
-	leaveRing       atomic.Pointer[ring.Ring] // set by Close: where every key goes
-	handoffMu       sync.Mutex                // held while a push is in flight; pulls wait for it
-	movedMu         sync.Mutex
-	moved           map[string]movedTo
-	pullMu          sync.Mutex
-	pulls           map[string]chan struct{}
-	kickPush        chan struct{}
-	ready           chan struct{} // closed once the ring holds another member
-	readyOnce       sync.Once
+	// Hand-off (handoff.go, pull.go, holders.go).
+	holders    holders // who holds each key while ownership changes
+	pulls      flights
+	started    time.Time
+	changing   atomic.Bool // within HandoffWindow of a ring change: marks count, owned keys without state are pulled
+	windowMu   sync.Mutex  // orders opening and closing the window
+	windowEnd  time.Time
+	lastRing   atomic.Pointer[ring.Ring]
+	prevRing   atomic.Pointer[ring.Ring] // the ring before the last change
+	minusMe    atomic.Pointer[ring.Ring] // the current ring without this node
+	kickPush   chan struct{}
+	joined     chan struct{} // closed once the ring holds another member
+	joinedOnce sync.Once
+	readiness  readiness
 }
 
 var _ ringlimit.Limiter = (*Node)(nil)
@@ -79,16 +77,14 @@ func New(cfg Config) (*Node, error) {
 		name:     cfg.Name,
 		stop:     make(chan struct{}),
 		started:  time.Now(),
-		moved:    map[string]movedTo{},
-		pulls:    map[string]chan struct{}{},
+		pulls:    flights{m: map[string]*flight{}},
 		kickPush: make(chan struct{}, 1),
-		ready:    make(chan struct{}),
+		joined:   make(chan struct{}),
 	}
 	n.peers.init(n)
 	n.minusMe.Store(ring.New(nil, 0))
 	// New: the keys this node will own may hold state elsewhere.
-	n.transitionUntil.Store(n.started.Add(cfg.HandoffWindow).UnixNano())
-	n.mode.Store(modeTransition)
+	n.openWindow()
 
 	ln, err := net.Listen("tcp", cfg.RPCAddr)
 	if err != nil {
@@ -104,6 +100,8 @@ func New(cfg Config) (*Node, error) {
 	n.store, n.closer = store, closer
 	n.local = local.New(local.Config{MaxKeys: cfg.MaxKeys, MaxBytes: cfg.MaxBytes, Clock: cfg.Clock,
 		TrackChanges: n.states != nil && cfg.WriteBehind > 0})
+	n.holders.init(cfg.Name, n.local, 2*max(cfg.MaxKeys, 1<<20))
+	n.holders.current, n.holders.changing = n.current, n.changing.Load
 
 	// Serve before joining: peers may forward as soon as they see us.
 	n.server = peer.Serve(ln, peer.ServerConfig{
@@ -135,10 +133,12 @@ func New(cfg Config) (*Node, error) {
 		} else {
 			// Joined: the ring follows in a moment. Callers of a node that
 			// returned from New should find it.
+			t := time.NewTimer(time.Second)
 			select {
-			case <-n.ready:
-			case <-time.After(time.Second):
+			case <-n.joined:
+			case <-t.C:
 			}
+			t.Stop()
 		}
 	}
 	return n, nil
@@ -166,7 +166,7 @@ func (n *Node) ringConfig(rpcAdvertise string) (ring.Config, error) {
 	rc.Logger = n.cfg.Logger
 	rc.OnChange = n.peers.update
 	if nw := n.cfg.Network; nw != nil {
-		rc.WrapTransport = func(t ring.Transport) ring.Transport { return nw.WrapGossip(n.name, t) }
+		rc.WrapTransport = func(_ string, t ring.Transport) ring.Transport { return nw.WrapGossip(n.name, t) }
 	}
 	return rc, nil
 }
@@ -236,13 +236,11 @@ func (n *Node) RPCAddr() string { return n.server.Addr().String() }
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		var errs []error
-		if !n.closed.Load() { // not crashed (tests)
-			n.handOffAll()
-			if err := n.members.Leave(time.Second); err != nil && !errors.Is(err, ringlimit.ErrClosed) {
-				errs = append(errs, fmt.Errorf("node: leave: %w", err))
-			}
-			n.drainPeers()
+		n.handOffAll()
+		if err := n.members.Leave(time.Second); err != nil && !errors.Is(err, ringlimit.ErrClosed) {
+			errs = append(errs, fmt.Errorf("node: leave: %w", err))
 		}
+		n.drainPeers()
 		n.closed.Store(true)
 		close(n.stop)
 		n.server.Close()

@@ -2,129 +2,225 @@ package node
 
 import (
 	"context"
+	"sync"
 	"time"
 
+	"github.com/ringlimit/ringlimit/local"
 	"github.com/ringlimit/ringlimit/node/peer"
 )
 
-// Pulls, and the moved marks a node keeps for the keys it gave up.
+// Pulls: a node that owns a key it holds no state for, within the hand-off
+// window, takes the state from the member that held it before deciding.
 
-// markMoved records that key's calls go to to, for the hand-off window.
-func (n *Node) markMoved(key, to string) {
-	n.movedMu.Lock()
-	var addr string
-	if n.members.Ring().Contains(to) {
-		addr, _ = n.members.RPCAddr(to)
-	}
-	n.moved[key] = movedTo{to: to, addr: addr, until: time.Now().Add(n.cfg.HandoffWindow)}
-	n.movedMu.Unlock()
+// flight is one pull in progress; the calls on the same key wait for it
+// (singleflight).
+type flight struct {
+	done chan struct{}
+	to   string
+	err  error
 }
 
-func (n *Node) unmarkMoved(key string) {
-	n.movedMu.Lock()
-	delete(n.moved, key)
-	n.movedMu.Unlock()
+type flights struct {
+	mu sync.Mutex
+	m  map[string]*flight
 }
 
-// movedTarget is where key's calls go if this node gave it up: "" if it
-// did not.
-func (n *Node) movedTarget(key string) string {
-	n.movedMu.Lock()
-	m, ok := n.moved[key]
-	n.movedMu.Unlock()
-	if ok && time.Now().Before(m.until) {
-		if n.current(m) {
-			return m.to
-		}
-		// Given to a member that has left since: what it held was pushed
-		// back or written behind; the key is this node's again.
-		n.forgetDeparted()
-	}
-	if n.mode.Load()&modeLeaving != 0 {
-		if lr := n.leaveRing.Load(); lr != nil {
-			return lr.Owner(key)
+// fetch makes sure key's state is here, pulling it from from (if not empty)
+// or from the member that held the key before. It returns "" when the key
+// may be decided here now, or the member that holds it. Concurrent fetches
+// of one key share one pull.
+func (n *Node) fetch(ctx context.Context, key, from string) (string, error) {
+	n.pulls.mu.Lock()
+	if f, ok := n.pulls.m[key]; ok {
+		n.pulls.mu.Unlock()
+		select {
+		case <-f.done:
+			return f.to, f.err
+		case <-ctx.Done():
+			return "", ctx.Err()
 		}
 	}
-	return ""
+	f := &flight{done: make(chan struct{})}
+	n.pulls.m[key] = f
+	n.pulls.mu.Unlock()
+	f.to, f.err = n.pull(ctx, key, from)
+	n.pulls.mu.Lock()
+	delete(n.pulls.m, key)
+	n.pulls.mu.Unlock()
+	close(f.done)
+	return f.to, f.err
 }
 
-// takeBack drops this node's moved mark on key if it points at from: the
-// member this node gave the key to has given it back (it is leaving, or
-// redirected the key here), so the state comes from it again.
-func (n *Node) takeBack(key, from string) {
-	if from == "" {
+// pull asks the key's previous holder for its state. If that member is
+// gone, or cannot be reached, it loads the state from the store. Bounded by
+// the pull timeout and the load timeout.
+func (n *Node) pull(ctx context.Context, key, from string) (string, error) {
+	src, departed := from, ""
+	if src == "" {
+		src, departed = n.stateSource(key)
+	}
+	if src == n.name {
+		src = ""
+	}
+	if src == "" && departed == "" {
+		n.settle(key)
+		return "", nil
+	}
+	// The wait for the member and the pull share one pull timeout.
+	deadline := time.Now().Add(n.pullTimeout())
+	pc := n.peers.get(src)
+	if pc == nil && src != "" {
+		// Out of the ring: gone, or only suspected for a moment (then it
+		// still holds the key).
+		pc = n.awaitPeer(ctx, src, deadline)
+	}
+	if left := time.Until(deadline); pc != nil && left > 0 {
+		res, err := pc.bulk.DoTimeout(ctx, &peer.Request{Op: peer.OpTake, Key: key, From: n.name}, left)
+		if err == nil && res.Err == nil {
+			n.stats.pulls.Add(1)
+			switch {
+			case res.MovedTo != "" && res.MovedTo != n.name:
+				return res.MovedTo, nil // it gave the key on: ask its holder
+			case res.State != nil:
+				n.install(key, res.State, src)
+				return "", nil
+			case departed == "":
+				n.settle(key)
+				return "", nil
+			}
+			// The previous owner is gone and the member asked had
+			// nothing: the store has what the previous owner wrote.
+		} else {
+			if ctx.Err() != nil {
+				return "", ctx.Err()
+			}
+			n.cfg.Logger.Debug("node: state pull failed; loading from the store", "node", n.name, "from", src, "err", err)
+		}
+	}
+	n.load(ctx, key)
+	n.settle(key)
+	return "", nil
+}
+
+// settle marks key as decided here for the rest of the hand-off window: no
+// pull before its next decision.
+func (n *Node) settle(key string) {
+	s := n.holders.lock(key)
+	if s.get(key) == nil && n.changing.Load() {
+		n.holders.set(s, key, &mark{to: n.name, at: n.now().UnixMilli()})
+	}
+	s.unlock()
+}
+
+// install imports a state received from the member named from. A state
+// from another member than the one this node gave the key to, while that
+// member is in the ring, is stale (a retried push that had arrived, whose
+// key this node has passed on since) and is dropped.
+func (n *Node) install(key string, v []byte, from string) {
+	st, err := decodeState(v)
+	if err != nil {
+		n.cfg.Logger.Warn("node: bad state in a hand-off", "node", n.name, "key", key, "err", err)
 		return
 	}
-	n.movedMu.Lock()
-	m, ok := n.moved[key]
-	if ok && m.to == from {
-		delete(n.moved, key)
+	s := n.holders.lock(key)
+	defer s.unlock()
+	if m := s.get(key); m != nil && m.to != n.name && m.to != from && n.inRing(m) {
+		return
 	}
-	n.movedMu.Unlock()
-	if ok && m.to == from {
-		n.local.Unmark(key)
+	if n.local.Import(key, st) {
+		n.stats.received.Add(1)
+	}
+	n.holders.drop(s, key)
+	if n.changing.Load() || n.holders.leaving.Load() != nil {
+		n.holders.set(s, key, &mark{to: n.name, at: n.now().UnixMilli()})
 	}
 }
 
-// reclaim removes key's moved mark from the local store if no mark points
-// anywhere any more (it was dropped: its member left), and reports whether
-// it did: the key is this node's again.
-func (n *Node) reclaim(key string) bool {
-	n.handoffMu.Lock()
-	defer n.handoffMu.Unlock()
-	n.movedMu.Lock()
-	_, marked := n.moved[key]
-	n.movedMu.Unlock()
-	if marked || n.mode.Load()&modeLeaving != 0 {
-		return false
+// serveTake gives key's state up to the member named from, and redirects
+// the key's calls to it from then on. A key this node gave to a third
+// member is answered with that member's name.
+func (n *Node) serveTake(key, from string) peer.Result {
+	if from == "" || from == n.name {
+		return peer.Result{}
 	}
-	n.local.Unmark(key)
-	return true
+	s := n.holders.lock(key)
+	m := s.get(key)
+	if m != nil && m.to != n.name && m.to != from && n.current(m) {
+		s.unlock()
+		return peer.Result{MovedTo: m.to}
+	}
+	var st *local.State
+	if m != nil && m.to == from && m.st != nil {
+		st = m.st // sent before and not confirmed: again (installing is idempotent)
+	} else if x, ok := n.local.Take(key); ok {
+		st = &x
+	}
+	n.holders.drop(s, key)
+	n.holders.set(s, key, &mark{to: from, addr: n.addrOf(from), at: n.now().UnixMilli(), st: st})
+	s.unlock()
+	if st == nil {
+		return peer.Result{}
+	}
+	n.stats.handedOff.Add(1)
+	return peer.Result{State: encodeState(*st)}
 }
 
-// awaitPeer waits, at most the pull timeout or a second, for the member
-// named name to appear in this node's membership (a peer that already
-// knows it redirected a call to it), and returns its connection.
-func (n *Node) awaitPeer(ctx context.Context, name string) *peerConn {
-	deadline := time.Now().Add(min(n.pullTimeout(), time.Second))
-	t := time.NewTicker(2 * time.Millisecond)
+// addrOf is the RPC address of the member named name if it is in the ring,
+// else "".
+func (n *Node) addrOf(name string) string {
+	if !n.members.Ring().Contains(name) {
+		return ""
+	}
+	addr, _ := n.members.RPCAddr(name)
+	return addr
+}
+
+// current reports whether the member a mark points at is still the one it
+// was given to: in the ring, at the same address (a member that left and
+// came back under the same name is another incarnation, holding nothing).
+// A member out of the ring may have crashed, or may only be suspected for a
+// moment (gossip under load): decideHere then pulls from it, waiting a
+// little for it to come back, before it loads the key from the store.
+func (n *Node) current(m *mark) bool {
+	if m.addr == "" {
+		// Given to a member this node had not seen yet (a new node pulls
+		// before every peer knows it): it holds the key until the
+		// hand-off window ends.
+		return true
+	}
+	return n.inRing(m)
+}
+
+// inRing reports whether the member a mark points at is in the ring, at the
+// address it had when the mark was made.
+func (n *Node) inRing(m *mark) bool {
+	addr, ok := n.members.RPCAddr(m.to)
+	return ok && n.members.Ring().Contains(m.to) && addr == m.addr
+}
+
+// awaitPeer waits until deadline at most for the member named name to
+// appear in this node's membership (a peer that already knows it redirected
+// a call to it, or it was only suspected for a moment), and returns its
+// connection.
+func (n *Node) awaitPeer(ctx context.Context, name string, deadline time.Time) *peerConn {
+	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
-	for time.Now().Before(deadline) {
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-n.stop:
 			return nil
 		case <-t.C:
+			return nil
+		case <-tick.C:
 		}
 		if pc := n.peers.get(name); pc != nil {
 			return pc
 		}
 	}
-	return nil
-}
-
-// current reports whether the member a mark points at is still the one it
-// was given to: in the ring, at the same address (a member that left and
-// came back under the same name is another incarnation, holding nothing).
-func (n *Node) current(m movedTo) bool {
-	if m.addr == "" {
-		// Given to a member this node had not seen yet (a new node pulls
-		// before every peer knows it): it holds the key until the mark
-		// expires.
-		return true
-	}
-	if !n.members.Ring().Contains(m.to) {
-		return false
-	}
-	addr, ok := n.members.RPCAddr(m.to)
-	return ok && addr == m.addr
-}
-
-type movedTo struct {
-	to    string
-	addr  string // its RPC address when the mark was made; "" if it was not in the ring yet
-	until time.Time
 }
 
 // stateSource is the member that may hold key's state when this node owns
@@ -143,7 +239,7 @@ func (n *Node) stateSource(key string) (src, departed string) {
 			// A peer saw this node join before this node saw its ring.
 			t := time.NewTimer(n.pullTimeout())
 			select {
-			case <-n.ready:
+			case <-n.joined:
 			case <-t.C:
 			case <-n.stop:
 			}
@@ -159,86 +255,13 @@ func (n *Node) stateSource(key string) (src, departed string) {
 	return src, departed
 }
 
-// ensureState makes sure this node holds key's state before it decides the
-// key, if it may be elsewhere: from, if not empty, or the key's previous
-// owner. It takes the state from that member; if the member cannot be
-// reached, it loads the state from the store. Concurrent calls for one key
-// wait for one transfer. Bounded by the pull timeout and StoreTimeout.
-func (n *Node) ensureState(ctx context.Context, key, from string) {
-	if n.local.Has(key) {
-		return
-	}
-	src, departed := from, ""
-	if src == "" {
-		src, departed = n.stateSource(key)
-	}
-	if (src == "" || src == n.name) && departed == "" {
-		return
-	}
-	n.pullMu.Lock()
-	if ch, ok := n.pulls[key]; ok {
-		n.pullMu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-		}
-		return
-	}
-	ch := make(chan struct{})
-	n.pulls[key] = ch
-	n.pullMu.Unlock()
-	defer func() {
-		n.pullMu.Lock()
-		delete(n.pulls, key)
-		n.pullMu.Unlock()
-		close(ch)
-	}()
-	if n.local.Has(key) {
-		return
-	}
-	if pc := n.peers.get(src); pc != nil && src != n.name {
-		res, err := pc.bulk.DoTimeout(ctx, &peer.Request{Op: peer.OpTake, Key: key, From: n.name}, n.pullTimeout())
-		if err == nil && res.Err == nil {
-			n.stats.pulls.Add(1)
-			if res.State != nil {
-				n.install(key, res.State)
-				return
-			}
-			if departed == "" {
-				return
-			}
-			// The previous owner is gone and the member asked had
-			// nothing: the store has what the previous owner wrote.
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		n.cfg.Logger.Debug("node: state pull failed; loading from the store", "node", n.name, "from", src, "err", err)
-	}
-	n.load(ctx, key)
-}
-
-// pullTimeout bounds a pull (and the wait for a push in flight), and
-// loadTimeout the load from the store after it, by a third of the forward
-// timeout each: an owner waiting for a key's state must still answer a
-// forwarded call before the forwarder gives up on it (which would send the
-// call to the store as well, charging it twice).
+// pullTimeout bounds a pull, and loadTimeout the load from the store after
+// it, by a third of the forward timeout each: an owner waiting for a key's
+// state must still answer a forwarded call before the forwarder gives up on
+// it (which would send the call to the store as well, charging it twice).
 func (n *Node) pullTimeout() time.Duration { return n.cfg.ForwardTimeout / 3 }
 
 func (n *Node) loadTimeout() time.Duration { return min(n.cfg.StoreTimeout, n.cfg.ForwardTimeout/3) }
-
-// install imports a state received from a peer.
-func (n *Node) install(key string, v []byte) {
-	st, err := decodeState(v)
-	if err != nil {
-		n.cfg.Logger.Warn("node: bad state in a hand-off", "node", n.name, "key", key, "err", err)
-		return
-	}
-	if n.local.Import(key, st) {
-		n.stats.received.Add(1)
-	}
-	n.unmarkMoved(key)
-}
 
 // load installs key's state from the store, if there is one and it answers
 // within the load timeout.
@@ -255,39 +278,9 @@ func (n *Node) load(ctx context.Context, key string) {
 	}
 	n.stats.loads.Add(1)
 	if ok {
-		n.local.Import(key, fromRemote(rs, n.nowMs()+ttl.Milliseconds()))
-	}
-}
-
-// serveTake gives key's state up to from.
-func (n *Node) serveTake(key, from string) peer.Result {
-	n.handoffMu.Lock()
-	defer n.handoffMu.Unlock()
-	n.markMoved(key, from)
-	st, ok := n.local.Give(key, n.nowMs()+n.cfg.HandoffWindow.Milliseconds())
-	if !ok {
-		return peer.Result{}
-	}
-	n.stats.handedOff.Add(1)
-	return peer.Result{State: encodeState(st)}
-}
-
-// forgetDeparted drops the moved marks that point at members no longer in
-// the ring: a member that left gracefully pushed back whatever state it
-// held; one that crashed lost it, and the store has what it wrote behind.
-func (n *Node) forgetDeparted() {
-	n.handoffMu.Lock()
-	defer n.handoffMu.Unlock()
-	n.movedMu.Lock()
-	var gone []string
-	for k, m := range n.moved {
-		if !n.current(m) {
-			gone = append(gone, k)
-			delete(n.moved, k)
-		}
-	}
-	n.movedMu.Unlock()
-	for _, k := range gone {
-		n.local.Unmark(k)
+		rs.Until = n.now().UnixMilli() + ttl.Milliseconds()
+		s := n.holders.lock(key)
+		n.local.Import(key, rs)
+		s.unlock()
 	}
 }

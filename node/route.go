@@ -3,11 +3,21 @@ package node
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/ringlimit/ringlimit"
 	"github.com/ringlimit/ringlimit/failover"
-	"github.com/ringlimit/ringlimit/local"
 	"github.com/ringlimit/ringlimit/node/peer"
+)
+
+// The routing chain: one call goes down it once, top to bottom.
+
+// next says where a call goes after one step of the chain: "" (decided, or
+// an error to return), a member's name (ask it, with From set), or one of
+// these.
+const (
+	toStore = "\x00store" // nobody here or at a peer can decide it: the store tier
+	reroute = "\x00ring"  // the member asked left during the call: ask the ring again
 )
 
 // AllowN consumes n hits on key if rule admits them now; n == 0 is a Peek.
@@ -18,9 +28,8 @@ import (
 // central store (Source Store); if that cannot answer either, Policy (Source
 // Fallback). While ownership changes, a key's state follows it (see Close
 // and Config.HandoffWindow): a node that gave a key up redirects its calls
-// to the new holder, once, and a new owner takes the state from the
-// previous one before it decides. Errors: bad input, a closed node, a
-// cancelled context.
+// to the new holder, and a new owner takes the state from the previous one
+// before it decides. Errors: bad input, a closed node, a cancelled context.
 func (n *Node) AllowN(ctx context.Context, key string, rule ringlimit.Rule, hits int64) (d ringlimit.Decision, err error) {
 	if n.obs.on.Load() { // metrics (observe.go)
 		defer n.observe(ctx, n.obs.start(), &d, &err)
@@ -31,78 +40,154 @@ func (n *Node) AllowN(ctx context.Context, key string, rule ringlimit.Rule, hits
 	if err := ringlimit.ValidateCall(key, rule, hits); err != nil {
 		return ringlimit.Decision{}, err
 	}
-	if n.mode.Load() != 0 {
-		return n.allowChanging(ctx, &peer.Request{Op: peer.OpAllow, Key: key, Rule: rule, N: hits})
-	}
-	owner := n.members.Ring().Owner(key)
-	if owner == n.name || owner == "" {
-		d, err := n.local.AllowN(ctx, key, rule, hits)
-		if errors.Is(err, local.ErrMoved) {
-			return n.decideHere(ctx, &peer.Request{Op: peer.OpAllow, Key: key, Rule: rule, N: hits}, 0)
-		}
-		n.stats.decided(ringlimit.Local)
-		return d, err
-	}
-	return n.forward(ctx, owner, &peer.Request{Op: peer.OpAllow, Key: key, Rule: rule, N: hits}, 0)
+	return n.route(ctx, peer.Request{Op: peer.OpAllow, Key: key, Rule: rule, N: hits})
 }
 
-// route sends req where it belongs now: after a forward to a member that
-// left meanwhile.
-func (n *Node) route(ctx context.Context, req *peer.Request, hops int) (ringlimit.Decision, error) {
-	if n.closed.Load() {
-		return ringlimit.Decision{}, ringlimit.ErrClosed
+// route runs req down the chain, the way groupcache's load does: the clock
+// is read once and the ring is read once; then a bounded loop asks where
+// the key is decided: here (holders, then the local store), a peer (which
+// may name the key's new holder: the loop goes on there, with From set), the
+// store, the policy. The ring is read again only if the member it named left
+// while the call was on its way.
+func (n *Node) route(ctx context.Context, req peer.Request) (ringlimit.Decision, error) {
+	now := n.now()
+	at := n.members.Ring().Owner(req.Key)
+	for range maxRedirects + 1 {
+		var (
+			d    ringlimit.Decision
+			next string
+			err  error
+		)
+		if at == n.name || at == "" {
+			d, next, err = n.decideHere(ctx, &req, now)
+			if next == "" && err == nil {
+				n.stats.decided(ringlimit.Local)
+			}
+		} else {
+			d, next, err = n.ask(ctx, at, &req)
+		}
+		switch next {
+		case "":
+			return d, err
+		case toStore:
+			return n.fromStore(ctx, &req)
+		case reroute:
+			at, req.From = n.members.Ring().Owner(req.Key), ""
+		default: // moved: the member that answered (or this node) gave the key to next
+			n.stats.redirects.Add(1)
+			if at == "" {
+				at = n.name
+			}
+			req.From, at = at, next
+		}
 	}
-	owner := n.members.Ring().Owner(req.Key)
-	if n.mode.Load()&modeLeaving != 0 || owner == n.name || owner == "" {
+	return n.fromStore(ctx, &req)
+}
+
+// holderPicker is what the chain asks about a key while ownership changes:
+// which member holds its state now, the way groupcache's PickPeer says
+// which peer owns a key. *holders implements it.
+type holderPicker interface {
+	// pickHolder locks key against hand-over and returns the member its
+	// state is with: to ("" if here; toStore if nobody can take it), the
+	// stripe unlocked. If here, the stripe stays locked for the decision;
+	// settled says it needs no pull first, and src (if not "") is the
+	// member its state may still be with.
+	pickHolder(key, from string) (s *holderStripe, to, src string, settled bool)
+}
+
+var _ holderPicker = (*holders)(nil)
+
+// decideHere decides req on this node if it holds the key, making sure
+// first, while ownership changes, that the key's state is here; else it
+// returns the member that holds the key (or toStore if there is none).
+func (n *Node) decideHere(ctx context.Context, req *peer.Request, now time.Time) (ringlimit.Decision, string, error) {
+	for attempt := 0; ; attempt++ {
+		s, to, src, settled := n.holders.pickHolder(req.Key, req.From)
+		if to != "" {
+			return ringlimit.Decision{}, to, nil
+		}
 		if req.Op == peer.OpReset {
-			return ringlimit.Decision{}, n.local.Reset(ctx, req.Key)
+			err := n.local.Reset(ctx, req.Key)
+			s.unlock()
+			return ringlimit.Decision{}, "", err
 		}
-		n.ensureState(ctx, req.Key, "")
-		return n.decideHere(ctx, req, hops)
+		if attempt > 0 || settled {
+			// Settled here: decide.
+			d, err := n.local.AllowNAt(now, req.Key, req.Rule, req.N)
+			s.unlock()
+			return d, "", err
+		}
+		d, held, err := n.local.AllowNHeldAt(now, req.Key, req.Rule, req.N)
+		s.unlock()
+		if held || err != nil {
+			return d, "", err
+		}
+		// The state may be elsewhere: fetch it, then decide.
+		to, err = n.fetch(ctx, req.Key, src)
+		if to != "" || err != nil {
+			return ringlimit.Decision{}, to, err
+		}
 	}
-	return n.forward(ctx, owner, req, hops)
 }
 
-// allowChanging is AllowN while this node leaves or within the hand-off
-// window.
-func (n *Node) allowChanging(ctx context.Context, req *peer.Request) (ringlimit.Decision, error) {
-	if n.mode.Load()&modeLeaving != 0 {
-		to := n.movedTarget(req.Key)
-		if to == "" || to == n.name { // the last member: nobody to hand off to
-			return n.fromStore(ctx, req)
-		}
-		r := *req
-		r.From = n.name
-		return n.forward(ctx, to, &r, 1)
+// ask forwards req to the member named at. It returns the peer's decision,
+// or where the call goes next: the key's new holder, the store, or the ring
+// again if at left during the call.
+func (n *Node) ask(ctx context.Context, at string, req *peer.Request) (ringlimit.Decision, string, error) {
+	pc := n.peers.get(at)
+	if pc == nil && req.From != "" {
+		// Redirected to a member this node has not heard of yet.
+		pc = n.awaitPeer(ctx, at, time.Now().Add(min(n.pullTimeout(), time.Second)))
 	}
-	owner := n.members.Ring().Owner(req.Key)
-	if owner != n.name && owner != "" {
-		return n.forward(ctx, owner, req, 0)
+	if pc == nil {
+		n.stats.forwardFailures.Add(1)
+		return ringlimit.Decision{}, toStore, nil
 	}
-	n.ensureState(ctx, req.Key, "")
-	return n.decideHere(ctx, req, 0)
-}
-
-// decideHere decides req from this node's state, or, if this node gave the
-// key up, sends it on to the key's new holder.
-func (n *Node) decideHere(ctx context.Context, req *peer.Request, hops int) (ringlimit.Decision, error) {
-	d, err := n.local.AllowN(ctx, req.Key, req.Rule, req.N)
-	if errors.Is(err, local.ErrMoved) {
-		to := n.movedTarget(req.Key)
-		if to == "" && hops < maxRedirects && n.reclaim(req.Key) {
-			n.ensureState(ctx, req.Key, "")
-			return n.decideHere(ctx, req, hops+1)
-		}
-		if to == "" || to == n.name || hops >= maxRedirects {
-			return n.fromStore(ctx, req)
-		}
+	done, err := pc.breaker.Allow()
+	if err != nil {
+		n.stats.forwardFailures.Add(1)
+		return ringlimit.Decision{}, toStore, nil
+	}
+	n.stats.forwards.Add(1)
+	res, err := pc.client.Do(ctx, req)
+	switch {
+	case err == nil && res.MovedTo != "" && res.Err == nil:
+		done(failover.Success)
+		return ringlimit.Decision{}, res.MovedTo, nil
+	case err == nil && res.Err == nil:
+		done(failover.Success)
+		res.Decision.Source = ringlimit.Peer
+		n.stats.decided(ringlimit.Peer)
+		return res.Decision, "", nil
+	case ctx.Err() != nil:
+		done(failover.Ignored) // the caller gave up: not the peer's fault
+		return ringlimit.Decision{}, "", ctx.Err()
+	case err == nil && isBadInput(res.Err):
+		// The owner refused the input. We validated it, so the two
+		// versions disagree: trust the owner.
+		done(failover.Success)
+		return ringlimit.Decision{}, "", res.Err
+	}
+	done(failover.Failure) // unreachable, timed out, or closing
+	if n.peers.current(at) != pc {
+		// It left, or came back at another address, while the call was
+		// on its way (its connection was dropped): the key may have a new
+		// owner.
 		n.stats.redirects.Add(1)
-		r := *req
-		r.From = n.name
-		return n.forward(ctx, to, &r, hops+1)
+		return ringlimit.Decision{}, reroute, nil
 	}
+	n.stats.forwardFailures.Add(1)
+	return ringlimit.Decision{}, toStore, nil
+}
+
+func (n *Node) fromStore(ctx context.Context, req *peer.Request) (ringlimit.Decision, error) {
+	if req.Op == peer.OpReset {
+		return ringlimit.Decision{}, n.store.Reset(ctx, req.Key)
+	}
+	d, err := n.store.AllowN(ctx, req.Key, req.Rule, req.N)
 	if err == nil {
-		n.stats.decided(ringlimit.Local)
+		n.stats.decided(d.Source)
 	}
 	return d, err
 }
@@ -118,8 +203,8 @@ func (n *Node) Peek(ctx context.Context, key string, rule ringlimit.Rule) (ringl
 	return n.AllowN(ctx, key, rule, 0)
 }
 
-// Reset forgets key at its owner (and in the store, if the owner cannot be
-// reached).
+// Reset forgets key at its holder (and in the store, if the holder cannot
+// be reached).
 func (n *Node) Reset(ctx context.Context, key string) error {
 	if n.closed.Load() {
 		return ringlimit.ErrClosed
@@ -127,82 +212,8 @@ func (n *Node) Reset(ctx context.Context, key string) error {
 	if err := ringlimit.ValidateKey(key); err != nil {
 		return err
 	}
-	owner := n.members.Ring().Owner(key)
-	if to := n.movedTarget(key); to != "" && to != n.name {
-		owner = to
-	}
-	if owner == n.name || owner == "" {
-		return n.local.Reset(ctx, key)
-	}
-	_, err := n.forward(ctx, owner, &peer.Request{Op: peer.OpReset, Key: key}, 0)
+	_, err := n.route(ctx, peer.Request{Op: peer.OpReset, Key: key})
 	return err
-}
-
-// forward asks the owner, then the store. An owner that gave the key up
-// names its new holder, and the call goes on there (hops counts those
-// redirects; a decision is still made once, by one holder).
-func (n *Node) forward(ctx context.Context, owner string, req *peer.Request, hops int) (ringlimit.Decision, error) {
-	pc := n.peers.get(owner)
-	if pc == nil && req.From != "" {
-		pc = n.awaitPeer(ctx, owner) // redirected to a member this node has not heard of yet
-	}
-	if pc != nil {
-		if done, err := pc.breaker.Allow(); err == nil {
-			n.stats.forwards.Add(1)
-			res, err := pc.client.Do(ctx, req)
-			switch {
-			case err == nil && res.MovedTo != "" && res.Err == nil:
-				done(failover.Success)
-				if hops >= maxRedirects {
-					return n.fromStore(ctx, req)
-				}
-				n.stats.redirects.Add(1)
-				r := *req
-				r.From = owner
-				if res.MovedTo == n.name {
-					n.takeBack(r.Key, owner)
-					n.ensureState(ctx, r.Key, owner)
-					return n.decideHere(ctx, &r, hops+1)
-				}
-				return n.forward(ctx, res.MovedTo, &r, hops+1)
-			case err == nil && res.Err == nil:
-				done(failover.Success)
-				res.Decision.Source = ringlimit.Peer
-				n.stats.decided(ringlimit.Peer)
-				return res.Decision, nil
-			case ctx.Err() != nil:
-				done(failover.Ignored) // the caller gave up: not the peer's fault
-				return ringlimit.Decision{}, ctx.Err()
-			case err == nil && isBadInput(res.Err):
-				// The owner refused the input. We validated it, so the two
-				// versions disagree: trust the owner.
-				done(failover.Success)
-				return ringlimit.Decision{}, res.Err
-			default: // unreachable, timed out, or closing
-				done(failover.Failure)
-				if hops < maxRedirects && n.peers.current(owner) != pc {
-					// It left, or came back at another address, while
-					// the call was on its way (its connection was
-					// dropped): the key may have a new owner.
-					n.stats.redirects.Add(1)
-					return n.route(ctx, req, hops+1)
-				}
-			}
-		}
-		n.stats.forwardFailures.Add(1)
-	}
-	return n.fromStore(ctx, req)
-}
-
-func (n *Node) fromStore(ctx context.Context, req *peer.Request) (ringlimit.Decision, error) {
-	if req.Op == peer.OpReset {
-		return ringlimit.Decision{}, n.store.Reset(ctx, req.Key)
-	}
-	d, err := n.store.AllowN(ctx, req.Key, req.Rule, req.N)
-	if err == nil {
-		n.stats.decided(d.Source)
-	}
-	return d, err
 }
 
 // ownerHandler serves forwarded calls from this node's own state: one hop,
@@ -223,35 +234,14 @@ func (h ownerHandler) Serve(ctx context.Context, r *peer.Request) peer.Result {
 		return peer.Result{Err: ringlimit.ErrClosed}
 	}
 	n.stats.served.Add(1)
-	if r.From != "" || n.mode.Load() != 0 {
-		n.takeBack(r.Key, r.From)
-		if to := n.movedTarget(r.Key); to != "" && to != n.name {
-			return peer.Result{MovedTo: to}
-		}
-		if r.Op == peer.OpAllow {
-			n.ensureState(ctx, r.Key, r.From)
-		}
-	}
-	if r.Op == peer.OpReset {
-		return peer.Result{Err: n.local.Reset(ctx, r.Key)}
-	}
-	d, err := n.local.AllowN(ctx, r.Key, r.Rule, r.N)
-	if errors.Is(err, local.ErrMoved) {
-		to := n.movedTarget(r.Key)
-		if to == "" && n.reclaim(r.Key) {
-			n.ensureState(ctx, r.Key, r.From)
-			d, err = n.local.AllowN(ctx, r.Key, r.Rule, r.N)
-			to = n.movedTarget(r.Key)
-		}
-		if err == nil {
-			return peer.Result{Decision: d}
-		}
-		if to != "" && to != n.name {
-			return peer.Result{MovedTo: to}
-		}
+	d, next, err := n.decideHere(ctx, r, n.now())
+	switch next {
+	case "":
+		return peer.Result{Decision: d, Err: err}
+	case toStore:
 		return peer.Result{Err: ringlimit.ErrClosed} // nobody to send it to: the caller falls back to the store
 	}
-	return peer.Result{Decision: d, Err: err}
+	return peer.Result{MovedTo: next}
 }
 
 // isBadInput reports whether an owner's error is about the input, which the

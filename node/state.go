@@ -4,48 +4,28 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"github.com/ringlimit/ringlimit/local"
+	"github.com/ringlimit/ringlimit"
 	"github.com/ringlimit/ringlimit/remote"
 )
 
-// The states that move between nodes and to the store.
+// The states that move between nodes and to the store: one type
+// (ringlimit.State) in memory, on the wire and in the store.
 
 // encodeState is a state on the wire: until (ms, 8 bytes little-endian),
 // then remote.EncodeState.
-func encodeState(s local.State) []byte {
+func encodeState(s ringlimit.State) []byte {
 	b := binary.LittleEndian.AppendUint64(nil, uint64(s.Until))
-	return append(b, remote.EncodeState(toRemote(s))...)
+	return append(b, remote.EncodeState(s)...)
 }
 
-func decodeState(b []byte) (local.State, error) {
+func decodeState(b []byte) (ringlimit.State, error) {
 	if len(b) < 8 {
-		return local.State{}, fmt.Errorf("node: state of %d bytes", len(b))
+		return ringlimit.State{}, fmt.Errorf("node: state of %d bytes", len(b))
 	}
-	rs, err := remote.DecodeState(b[8:])
+	s, err := remote.DecodeState(b[8:])
 	if err != nil {
-		return local.State{}, err
+		return ringlimit.State{}, err
 	}
-	return fromRemote(rs, int64(binary.LittleEndian.Uint64(b))), nil
-}
-
-func toRemote(s local.State) remote.State {
-	r := remote.State{Algorithm: s.Algorithm, Window: s.Window, A: s.A, B: s.B, C: s.C}
-	if len(s.Log) > 0 {
-		r.Log = make([]remote.LogEntry, len(s.Log))
-		for i, e := range s.Log {
-			r.Log[i] = remote.LogEntry{Stamp: e.Stamp, Count: e.Count}
-		}
-	}
-	return r
-}
-
-func fromRemote(r remote.State, until int64) local.State {
-	s := local.State{Algorithm: r.Algorithm, Window: r.Window, A: r.A, B: r.B, C: r.C, Until: until}
-	if len(r.Log) > 0 {
-		s.Log = make([]local.LogEntry, len(r.Log))
-		for i, e := range r.Log {
-			s.Log[i] = local.LogEntry{Stamp: e.Stamp, Count: e.Count}
-		}
-	}
-	return s
+	s.Until = int64(binary.LittleEndian.Uint64(b))
+	return s, nil
 }

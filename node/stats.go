@@ -88,7 +88,7 @@ func (n *Node) Stats() Stats {
 		WriteDrops:      n.stats.drops.Load(),
 		Loads:           n.stats.loads.Load(),
 		LoadFailures:    n.stats.loadFailures.Load(),
-		Changing:        n.mode.Load() != 0,
+		Changing:        n.changing.Load() || n.holders.leaving.Load() != nil,
 	}
 	for i := range s.Decisions {
 		s.Decisions[i] = n.stats.decisions[i].Load()

@@ -13,15 +13,9 @@ func (n *Node) newStore() (*failover.Limiter, func() error, error) {
 	primary := cfg.Store
 	var closer func() error
 	if primary == nil && (len(cfg.ValkeyAddrs) > 0 || cfg.ValkeyOptions != nil) {
-		var opt remote.ClientOption
+		opt := remote.Options{Addrs: cfg.ValkeyAddrs}
 		if cfg.ValkeyOptions != nil {
 			opt = *cfg.ValkeyOptions
-		} else {
-			opt = remote.ClientOption{
-				InitAddress:       cfg.ValkeyAddrs,
-				DisableCache:      true, // client-side caching is no use for counters
-				ForceSingleClient: len(cfg.ValkeyAddrs) == 1,
-			}
 		}
 		// The client is made in the background: the node starts while the
 		// store is down, and the store tier counts as down until it is up.

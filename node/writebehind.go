@@ -19,7 +19,7 @@ type stateStore interface {
 var _ stateStore = (*remote.Connector)(nil)
 
 // run is the node's housekeeping goroutine: every tick it ends the
-// hand-off window when it is over, forgets expired moved marks, and writes
+// hand-off window (and drops its marks) when it is over, and writes
 // the states changed since the last tick to the store (write-behind).
 //
 // The write-behind never blocks a decision: decisions only set a mark in
@@ -50,29 +50,14 @@ func (n *Node) run() {
 	}
 }
 
-func (n *Node) housekeep() {
-	if n.mode.Load()&modeTransition != 0 && time.Now().UnixNano() > n.transitionUntil.Load() {
-		n.mode.And(^uint32(modeTransition))
-		if time.Now().UnixNano() <= n.transitionUntil.Load() { // a change came in between
-			n.mode.Or(modeTransition)
-		}
-	}
-	now := time.Now()
-	n.movedMu.Lock()
-	for k, m := range n.moved {
-		if now.After(m.until) {
-			delete(n.moved, k)
-		}
-	}
-	n.movedMu.Unlock()
-}
+func (n *Node) housekeep() { n.closeWindow() }
 
 // writeBehind drains the changed states into queue and writes the queue in
 // one pipelined round trip. It returns what is left to write.
 func (n *Node) writeBehind(queue []remote.KeyState) []remote.KeyState {
 	now := n.nowMs()
 	n.local.Drain(func(key string, s local.State) {
-		queue = append(queue, remote.KeyState{Key: key, State: toRemote(s), TTL: time.Duration(s.Until-now) * time.Millisecond})
+		queue = append(queue, remote.KeyState{Key: key, State: s, TTL: time.Duration(s.Until-now) * time.Millisecond})
 	})
 	if over := len(queue) - n.cfg.WriteBehindQueue; over > 0 {
 		n.stats.drops.Add(uint64(over))

@@ -14,11 +14,6 @@ import (
 	"github.com/ringlimit/ringlimit"
 )
 
-// ClientOption is valkey-go's client option (addresses, auth, TLS, Sentinel,
-// Cluster), named here so that callers configure the store without importing
-// valkey-go themselves.
-type ClientOption = valkey.ClientOption
-
 // ErrNotConnected is returned by a Connector whose client does not exist yet
 // because the server has not answered.
 var ErrNotConnected = errors.New("remote: not connected")
@@ -50,26 +45,22 @@ type Connector struct {
 
 var _ ringlimit.Limiter = (*Connector)(nil)
 
-// Connect starts creating a client for opt in the background and returns at
-// once. Close stops it. A zero opt.Dialer.Timeout becomes 1 s, which bounds
-// how long Close waits for an attempt in flight.
-func Connect(opt ClientOption, c Config, cc ConnectConfig) *Connector {
+// Connect starts creating a client for o in the background and returns at
+// once. Close stops it. o.DialTimeout (1 s if zero) bounds how long Close
+// waits for an attempt in flight.
+func Connect(o Options, c Config, cc ConnectConfig) *Connector {
 	if cc.Retry <= 0 {
 		cc.Retry = 250 * time.Millisecond
 	}
 	if cc.Logger == nil {
 		cc.Logger = slog.New(slog.DiscardHandler)
 	}
-	if opt.Dialer.Timeout == 0 {
-		// valkey-go's default is 5 s; Close waits for an attempt in flight.
-		opt.Dialer.Timeout = time.Second
-	}
 	k := &Connector{stop: make(chan struct{}), done: make(chan struct{})}
-	go k.run(opt, c, cc)
+	go k.run(o.client(), c, cc)
 	return k
 }
 
-func (k *Connector) run(opt ClientOption, c Config, cc ConnectConfig) {
+func (k *Connector) run(opt valkey.ClientOption, c Config, cc ConnectConfig) {
 	defer close(k.done)
 	wait := cc.Retry
 	for {

@@ -16,7 +16,7 @@ import (
 func TestConnectWhileServerDown(t *testing.T) {
 	srv := valkeytest.Start(t)
 	srv.Kill()
-	k := remote.Connect(remote.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true, ForceSingleClient: true},
+	k := remote.Connect(remote.Options{Addrs: []string{srv.Addr()}},
 		remote.Config{}, remote.ConnectConfig{Retry: 10 * time.Millisecond})
 	defer k.Close()
 	ctx := context.Background()
@@ -48,7 +48,7 @@ func TestConnectWhileServerDown(t *testing.T) {
 func TestConnectCloseWhileRetrying(t *testing.T) {
 	srv := valkeytest.Start(t)
 	srv.Kill()
-	k := remote.Connect(remote.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true, ForceSingleClient: true},
+	k := remote.Connect(remote.Options{Addrs: []string{srv.Addr()}},
 		remote.Config{}, remote.ConnectConfig{})
 	k.Close()
 	k.Close()

@@ -2,6 +2,7 @@ package remote_test
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"time"
 
@@ -40,4 +41,20 @@ func Example() {
 	default:
 		fmt.Println("limited; retry after", d.RetryAfter)
 	}
+}
+
+// Options point the store at one server, a Valkey Cluster (its seed
+// addresses), or a Sentinel-monitored master, with AUTH and TLS. Connect
+// makes the client in the background.
+func ExampleConnect() {
+	opt := remote.Options{
+		Addrs:    []string{"valkey-0.valkey:6379", "valkey-1.valkey:6379"}, // one server, or a cluster's seeds
+		Username: "ringlimit",
+		Password: "secret",
+		TLS:      &tls.Config{ServerName: "valkey", MinVersion: tls.VersionTLS12},
+		// Or, through Sentinel:
+		// Sentinel: remote.SentinelOptions{MasterSet: "rl", Addrs: []string{"sentinel:26379"}},
+	}
+	store := remote.Connect(opt, remote.Config{Prefix: "rl:"}, remote.ConnectConfig{})
+	defer store.Close()
 }

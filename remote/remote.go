@@ -56,11 +56,17 @@ func Script(alg ringlimit.Algorithm) string {
 	return string(prelude) + string(body)
 }
 
+// scriptSet is the compiled scripts, by algorithm.
+type scriptSet [len(scriptFiles)]struct{ exec, peek *valkey.Lua }
+
 // scripts are built once: their SHA-1s are computed at init, so New is
 // cheap and every Limiter shares them.
-var scripts = func() (s [len(scriptFiles)]struct{ exec, peek *valkey.Lua }) {
+var scripts = buildScripts(Script)
+
+func buildScripts(source func(ringlimit.Algorithm) string) *scriptSet {
+	s := new(scriptSet)
 	for alg := range scriptFiles {
-		src := Script(ringlimit.Algorithm(alg))
+		src := source(ringlimit.Algorithm(alg))
 		// Not retryable: a retry after the script ran would charge twice.
 		s[alg].exec = valkey.NewLuaScript(src)
 		// The same script (same SHA-1) as EVALSHA_RO for peeks: it writes
@@ -68,7 +74,7 @@ var scripts = func() (s [len(scriptFiles)]struct{ exec, peek *valkey.Lua }) {
 		s[alg].peek = valkey.NewLuaScriptReadOnly(src)
 	}
 	return s
-}()
+}
 
 // Limiter decides in Valkey: one Lua script per algorithm, one round trip
 // per decision, atomic on the server.
@@ -79,7 +85,7 @@ type Limiter struct {
 	client valkey.Client
 	prefix string
 	clock  ringlimit.Clock
-	ttlPad string // tests only: extra TTL ms, so the server's clock never expires state a test clock still needs
+	lua    *scriptSet // the shared scripts
 }
 
 var _ ringlimit.Limiter = (*Limiter)(nil)
@@ -90,7 +96,7 @@ func New(client valkey.Client, c Config) *Limiter {
 	if p == "" {
 		p = DefaultPrefix
 	}
-	return &Limiter{client: client, prefix: p, clock: c.Clock}
+	return &Limiter{client: client, prefix: p, clock: c.Clock, lua: scripts}
 }
 
 // Key returns the Valkey key that holds key's state.
@@ -135,14 +141,10 @@ func (l *Limiter) decide(ctx context.Context, key string, rule ringlimit.Rule, n
 	if l.clock != nil {
 		now = strconv.FormatInt(l.clock.Now().UnixMilli(), 10)
 	}
-	args := make([]string, 3, 4)
-	args[0], args[1], args[2] = ruleArg(rule), now, strconv.FormatInt(n, 10)
-	if l.ttlPad != "" {
-		args = append(args, l.ttlPad)
-	}
-	script := scripts[alg].exec
+	args := []string{ruleArg(rule), now, strconv.FormatInt(n, 10)}
+	script := l.lua[alg].exec
 	if n == 0 {
-		script = scripts[alg].peek
+		script = l.lua[alg].peek
 	}
 	resp := script.Exec(ctx, l.client, []string{l.Key(key)}, args)
 	if err := resp.Error(); err != nil {

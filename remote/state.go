@@ -8,26 +8,15 @@ import (
 	"github.com/ringlimit/ringlimit"
 )
 
-// State is one key's state as the scripts store it: the value of the key's
-// Valkey string. EncodeState and DecodeState convert it, so a writer that
-// holds the state elsewhere (the node's write-behind of local state) can store
-// exactly what the scripts would have.
-//
-// The meaning of A, B and C depends on Algorithm, as in package local:
-//
-//	TokenBucket, LeakyBucket: A = level (in 1/Window-ms of a hit), B = last update (ms)
-//	FixedWindow:              A = window index (ms since the epoch / Window), B = count
-//	SlidingWindow:            A = window index, B = current count, C = previous count
-//	SlidingLog:               Log (A, B, C unused)
-type State struct {
-	Algorithm ringlimit.Algorithm
-	Window    int64 // Rule.Window in ms; a call under another window starts afresh
-	A, B, C   int64
-	Log       []LogEntry // SlidingLog: admitted hits, oldest first, stamps strictly increasing
-}
+// State is one key's state as the scripts store it (see ringlimit.State):
+// the value of the key's Valkey string. EncodeState and DecodeState convert
+// it, so a writer that holds the state elsewhere (the node's write-behind of
+// local state) can store exactly what the scripts would have. The value
+// carries no Until: the key's TTL does.
+type State = ringlimit.State
 
 // LogEntry is Count hits admitted at the same millisecond Stamp.
-type LogEntry struct{ Stamp, Count int64 }
+type LogEntry = ringlimit.LogEntry
 
 // tagLen is the length of the tag that starts every value: the algorithm
 // (1 byte) and the window in ms (int64, little-endian).

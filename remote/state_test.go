@@ -43,7 +43,7 @@ func TestStateEncoding(t *testing.T) {
 		{ringlimit.Rule{Algorithm: ringlimit.SlidingWindow, Limit: 10, Window: time.Minute}, []int64{4, 1},
 			remote.State{Algorithm: ringlimit.SlidingWindow, Window: 60000, A: ms / 60000, B: 5}},
 		{ringlimit.Rule{Algorithm: ringlimit.SlidingLog, Limit: 10, Window: time.Minute}, []int64{4, 1, 2},
-			remote.State{Algorithm: ringlimit.SlidingLog, Window: 60000, Log: []remote.LogEntry{{ms, 4}, {ms + 1, 1}, {ms + 2, 2}}}},
+			remote.State{Algorithm: ringlimit.SlidingLog, Window: 60000, Log: []remote.LogEntry{{Stamp: ms, Count: 4}, {Stamp: ms + 1, Count: 1}, {Stamp: ms + 2, Count: 2}}}},
 	}
 	for _, tc := range cases {
 		key := "enc-" + tc.rule.Algorithm.String()

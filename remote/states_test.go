@@ -23,7 +23,7 @@ func TestWriteAndLoadStates(t *testing.T) {
 	l := remote.New(c, remote.Config{Clock: clk})
 	ms := at.UnixMilli()
 	rule := ringlimit.Rule{Algorithm: ringlimit.SlidingLog, Limit: 10, Window: time.Minute}
-	logState := remote.State{Algorithm: ringlimit.SlidingLog, Window: 60000, Log: []remote.LogEntry{{ms - 5, 4}, {ms - 1, 3}}}
+	logState := remote.State{Algorithm: ringlimit.SlidingLog, Window: 60000, Log: []remote.LogEntry{{Stamp: ms - 5, Count: 4}, {Stamp: ms - 1, Count: 3}}}
 	fixed := remote.State{Algorithm: ringlimit.FixedWindow, Window: 60000, A: ms / 60000, B: 9}
 	err := l.WriteStates(ctx, []remote.KeyState{
 		{Key: "log", State: logState, TTL: time.Minute},
@@ -57,7 +57,7 @@ func TestWriteAndLoadStates(t *testing.T) {
 
 	dead := valkeytest.Start(t)
 	dead.Kill()
-	k := remote.Connect(remote.ClientOption{InitAddress: []string{dead.Addr()}, DisableCache: true, ForceSingleClient: true},
+	k := remote.Connect(remote.Options{Addrs: []string{dead.Addr()}},
 		remote.Config{}, remote.ConnectConfig{})
 	defer k.Close()
 	if err := k.WriteStates(ctx, []remote.KeyState{{Key: "x", State: fixed, TTL: time.Second}}); !errors.Is(err, remote.ErrNotConnected) {

@@ -123,11 +123,12 @@ type Config struct {
 	// their levels). If nil, logs are discarded.
 	Logger *slog.Logger
 
-	// WrapTransport, if not nil, is given the UDP/TCP transport bound to
-	// BindAddr:BindPort and returns the transport memberlist uses: a hook
-	// for tests that drop or delay traffic. If nil, the transport is used
-	// as it is.
-	WrapTransport func(memberlist.Transport) memberlist.Transport
+	// WrapTransport, if not nil, is given the member's advertised gossip
+	// address and the UDP/TCP transport bound to BindAddr:BindPort, and
+	// returns the Transport the member's outgoing gossip goes through: a
+	// hook for tests that drop or delay traffic. If nil, the transport is
+	// used as it is.
+	WrapTransport func(self string, t Transport) Transport
 }
 
 // DefaultLANConfig returns a Config for a cluster on a local network:

@@ -111,10 +111,20 @@ func NewMembership(cfg Config) (*Membership, error) {
 	m.bindAddr = net.JoinHostPort(cfg.BindAddr, strconv.Itoa(port))
 	var tr memberlist.Transport = nt
 	if cfg.WrapTransport != nil {
-		if tr = cfg.WrapTransport(nt); tr == nil {
+		advPort := cfg.AdvertisePort
+		if advPort == 0 {
+			advPort = port
+		}
+		self := ""
+		if ip, p, err := nt.FinalAdvertiseAddr(cfg.AdvertiseAddr, advPort); err == nil {
+			self = net.JoinHostPort(ip.String(), strconv.Itoa(p))
+		}
+		out := cfg.WrapTransport(self, nt)
+		if out == nil {
 			_ = nt.Shutdown()
 			return nil, fmt.Errorf("%w: WrapTransport returned nil", ErrInvalidConfig)
 		}
+		tr = &wrapped{Transport: nt, out: out}
 	}
 
 	mc := memberlist.DefaultLANConfig()

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/memberlist"
 	"github.com/ringlimit/ringlimit"
 )
 
@@ -359,7 +358,7 @@ func TestNewMembershipRejectsBadConfig(t *testing.T) {
 		{"negative probe interval", func(c *Config) { c.ProbeInterval = -time.Second }},
 		{"probe timeout over interval", func(c *Config) { c.ProbeTimeout = time.Second; c.ProbeInterval = 100 * time.Millisecond }},
 		{"negative suspicion mult", func(c *Config) { c.SuspicionMult = -1 }},
-		{"nil transport", func(c *Config) { c.WrapTransport = func(memberlist.Transport) memberlist.Transport { return nil } }},
+		{"nil transport", func(c *Config) { c.WrapTransport = func(string, Transport) Transport { return nil } }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := FastLocalConfig("x")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,9 +16,9 @@ import (
 
 // ringlimit's own scripts give the same replies, and leave the same values,
 // on the embedded store as on a real server, for random calls at injected
-// instants (ARGV[2]), peeks and resets included. ARGV[4] lengthens every TTL
-// by an hour: the injected clock runs apart from the server's, which would
-// otherwise expire keys at other instants than the injected ones.
+// instants (ARGV[2]), peeks and resets included. paddedScript lengthens
+// every TTL by an hour: the injected clock runs apart from the server's,
+// which would otherwise expire keys at other instants than the injected ones.
 func TestEmbeddedRunsRemoteScripts(t *testing.T) {
 	real := valkeytest.Start(t)
 	emb := startEmbedded(t)
@@ -40,7 +41,7 @@ func TestEmbeddedRunsRemoteScripts(t *testing.T) {
 		binary.LittleEndian.PutUint64(packed[1:], uint64(rule.WindowMillis()))
 		binary.LittleEndian.PutUint64(packed[9:], uint64(rule.Limit))
 		binary.LittleEndian.PutUint64(packed[17:], uint64(rule.Burst))
-		args := []string{"EVAL", remote.Script(rule.Algorithm), "1", key, string(packed), strconv.FormatInt(now, 10), strconv.FormatInt(n, 10), "3600000"}
+		args := []string{"EVAL", paddedScript(t, rule.Algorithm), "1", key, string(packed), strconv.FormatInt(now, 10), strconv.FormatInt(n, 10)}
 		got, want := a.do(t, args...), b.do(t, args...)
 		if _, isErr := want.(error); isErr || got != want {
 			t.Fatalf("step %d, %s %+v n=%d: embedded %q, server %q", i, key, rule, n, got, want)
@@ -59,4 +60,14 @@ func TestEmbeddedRunsRemoteScripts(t *testing.T) {
 	if allowed < steps/10 || allowed > steps*9/10 {
 		t.Errorf("%d of %d calls admitted: the rules should admit some and deny some", allowed, steps)
 	}
+}
+
+// paddedScript is remote.Script(alg) with an hour added to every TTL it sets.
+func paddedScript(t *testing.T, alg ringlimit.Algorithm) string {
+	const ttl = "untilms - now)"
+	src := remote.Script(alg)
+	if !strings.Contains(src, ttl) {
+		t.Fatal("the prelude's TTL expression changed; update paddedScript")
+	}
+	return strings.Replace(src, ttl, "untilms - now + 3600000)", 1)
 }

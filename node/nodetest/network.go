@@ -25,7 +25,7 @@ type link struct{ from, to string }
 // reach the gossip too. The zero value is not usable: use NewNetwork.
 // Network is safe for simultaneous use by multiple goroutines.
 type Network struct {
-	part *ring.Partition
+	group map[string]int // Partition: node name → group (gossip); nil: healed
 
 	mu     sync.Mutex
 	cut    map[link]bool
@@ -38,7 +38,6 @@ type Network struct {
 // NewNetwork returns a Network with every link up.
 func NewNetwork() *Network {
 	return &Network{
-		part:   ring.NewPartition(),
 		cut:    map[link]bool{},
 		delay:  map[link]time.Duration{},
 		gossip: map[string]string{},
@@ -88,7 +87,52 @@ func (nw *Network) DialPeer(ctx context.Context, from, to, addr string) (net.Con
 }
 
 // WrapGossip implements node.Network.
-func (nw *Network) WrapGossip(from string, t ring.Transport) ring.Transport { return nw.part.Wrap(t) }
+func (nw *Network) WrapGossip(from string, t ring.Transport) ring.Transport {
+	return &gossipFault{Transport: t, nw: nw, from: from}
+}
+
+// gossipFault drops the packets and refuses the streams a node sends across
+// a Partition.
+type gossipFault struct {
+	ring.Transport
+	nw   *Network
+	from string
+}
+
+func (g *gossipFault) WriteTo(b []byte, addr string) (time.Time, error) {
+	if g.nw.gossipCut(g.from, addr) {
+		return time.Now(), nil // lost on the way
+	}
+	return g.Transport.WriteTo(b, addr)
+}
+
+func (g *gossipFault) DialTimeout(addr string, timeout time.Duration) (net.Conn, error) {
+	if g.nw.gossipCut(g.from, addr) {
+		return nil, ErrCut
+	}
+	return g.Transport.DialTimeout(addr, timeout)
+}
+
+// gossipCut reports whether the node named from is partitioned from the
+// node whose gossip address is addr.
+func (nw *Network) gossipCut(from, addr string) bool {
+	nw.mu.Lock()
+	defer nw.mu.Unlock()
+	if nw.group == nil {
+		return false
+	}
+	gf, ok := nw.group[from]
+	if !ok {
+		return false
+	}
+	for name, a := range nw.gossip {
+		if a == addr {
+			gt, ok := nw.group[name]
+			return ok && gt != gf
+		}
+	}
+	return false
+}
 
 // Drop cuts the peer link from → to (one way): dials fail and open
 // connections are closed. Gossip is not affected (see Partition).
@@ -114,13 +158,10 @@ func (nw *Network) Delay(from, to string, d time.Duration) {
 // Partition splits the named nodes into groups that reach only their own
 // group, for peer connections and gossip alike.
 func (nw *Network) Partition(groups ...[]string) {
-	var addrs [][]string
-	for i, g := range groups {
-		var a []string
-		for _, name := range g {
-			nw.mu.Lock()
-			a = append(a, nw.gossip[name])
-			nw.mu.Unlock()
+	g := map[string]int{}
+	for i, grp := range groups {
+		for _, name := range grp {
+			g[name] = i
 			for j, other := range groups {
 				if i == j {
 					continue
@@ -130,9 +171,10 @@ func (nw *Network) Partition(groups ...[]string) {
 				}
 			}
 		}
-		addrs = append(addrs, a)
 	}
-	nw.part.Split(addrs...)
+	nw.mu.Lock()
+	nw.group = g
+	nw.mu.Unlock()
 }
 
 // Heal restores every link.
@@ -140,8 +182,8 @@ func (nw *Network) Heal() {
 	nw.mu.Lock()
 	nw.cut = map[link]bool{}
 	nw.delay = map[link]time.Duration{}
+	nw.group = nil
 	nw.mu.Unlock()
-	nw.part.Heal()
 }
 
 type faultConn struct {

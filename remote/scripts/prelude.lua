@@ -3,7 +3,6 @@
 -- limit, burst (int64 little-endian each); its first 9 bytes are the tag that
 -- starts the stored value. ARGV[2]: now in ms, or '' for the server's TIME.
 -- ARGV[3]: n, the hits; 0 is a peek (decide for 1 hit, write nothing).
--- ARGV[4] (tests only, optional): ms added to every TTL.
 -- The reply packs allowed, remaining, retry after, reset after and delay (ms)
 -- as five little-endian int64s.
 -- Every number is an integer below 2^53, so doubles compute exactly.
@@ -41,7 +40,7 @@ local function cdiv(a, b)
 end
 -- save writes value with a TTL that ends when the state stops mattering.
 local function ttl(untilms)
-  return string.format('%d', math.max(1, untilms - now + (tonumber(ARGV[4]) or 0)))
+  return string.format('%d', math.max(1, untilms - now))
 end
 local function save(value, untilms)
   redis.call('SET', key, value, 'PX', ttl(untilms))

@@ -1,0 +1,28 @@
+package ringlimit
+
+// State is one key's state in the form every tier shares: local holds it in
+// memory, remote's scripts store it as the key's value, and a node hands it
+// to a key's next owner and writes it behind to the store. It lives here,
+// beside Rule and Decision, because it is vocabulary that crosses tiers:
+// local and remote never import each other, and both already import this
+// package.
+//
+// The meaning of A, B and C depends on Algorithm:
+//
+//	TokenBucket, LeakyBucket: A = level (in 1/Window-ms of a hit), B = last update (ms)
+//	FixedWindow:              A = window index (ms since the epoch / Window), B = count
+//	SlidingWindow:            A = window index, B = current count, C = previous count
+//	SlidingLog:               Log (A, B, C unused)
+type State struct {
+	Algorithm Algorithm
+	Window    int64 // Rule.Window in ms: a call under another window starts afresh
+	A, B, C   int64
+	Log       []LogEntry // SlidingLog: admitted hits, oldest first, stamps strictly increasing
+	// Until is the instant (ms since the epoch) from which the state no
+	// longer matters: from then on it decides as an empty state. The store
+	// keeps it as the value's TTL instead, and ignores it in the value.
+	Until int64
+}
+
+// LogEntry is Count hits admitted at the same millisecond Stamp.
+type LogEntry struct{ Stamp, Count int64 }
