@@ -86,6 +86,7 @@ type Limiter struct {
 	prefix string
 	clock  ringlimit.Clock
 	lua    *scriptSet // the shared scripts
+	multi  *multiSet  // AllowAll's script
 }
 
 var _ ringlimit.Limiter = (*Limiter)(nil)
@@ -96,7 +97,7 @@ func New(client valkey.Client, c Config) *Limiter {
 	if p == "" {
 		p = DefaultPrefix
 	}
-	return &Limiter{client: client, prefix: p, clock: c.Clock, lua: scripts}
+	return &Limiter{client: client, prefix: p, clock: c.Clock, lua: scripts, multi: multiScripts}
 }
 
 // Key returns the Valkey key that holds key's state.
@@ -118,7 +119,8 @@ func (l *Limiter) Peek(ctx context.Context, key string, rule ringlimit.Rule) (ri
 	return l.AllowN(ctx, key, rule, 0)
 }
 
-// Reset deletes key's state.
+// Reset deletes key's states: the one AllowN uses and those of AllowAll's
+// other indexes (one DEL; they share a slot).
 func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if err := ringlimit.ValidateKey(key); err != nil {
 		return err
@@ -126,7 +128,11 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("remote: del: %w", err)
 	}
-	if err := l.client.Do(ctx, l.client.B().Del().Key(l.Key(key)).Build()).Error(); err != nil {
+	var keys [ringlimit.MaxRules]string
+	for i := range keys {
+		keys[i] = l.IndexKey(key, i)
+	}
+	if err := l.client.Do(ctx, l.client.B().Del().Key(keys[:]...).Build()).Error(); err != nil {
 		return fmt.Errorf("remote: del: %w", callerErr(ctx, err))
 	}
 	return nil

@@ -8,11 +8,13 @@ import (
 	"time"
 
 	"github.com/valkey-io/valkey-go"
+
+	"github.com/ringlimit/ringlimit"
 )
 
 // KeyState is one key's state to store, and how long it matters.
 type KeyState struct {
-	Key   string // the caller's key; stored under Key(Key)
+	Key   string // the caller's key; stored under IndexKey(Key, State.Index)
 	State State
 	TTL   time.Duration // rounded up to whole ms, at least 1 ms
 }
@@ -28,7 +30,10 @@ func (l *Limiter) WriteStates(ctx context.Context, states []KeyState) error {
 	cmds := make(valkey.Commands, 0, len(states))
 	for _, ks := range states {
 		ms := max(1, int64((ks.TTL+time.Millisecond-1)/time.Millisecond))
-		cmds = append(cmds, l.client.B().Set().Key(l.Key(ks.Key)).
+		if uint(ks.State.Index) >= ringlimit.MaxRules {
+			return fmt.Errorf("remote: write %s: %w: index %d", strconv.Quote(ks.Key), ErrBadState, ks.State.Index)
+		}
+		cmds = append(cmds, l.client.B().Set().Key(l.IndexKey(ks.Key, ks.State.Index)).
 			Value(valkey.BinaryString(EncodeState(ks.State))).PxMilliseconds(ms).Build())
 	}
 	for _, r := range l.client.DoMulti(ctx, cmds...) {
@@ -39,7 +44,8 @@ func (l *Limiter) WriteStates(ctx context.Context, states []KeyState) error {
 	return nil
 }
 
-// LoadState reads key's state and its remaining TTL; ok is false if the key
+// LoadState reads key's state at index 0 (the one AllowN uses) and its
+// remaining TTL; ok is false if the key
 // holds none.
 func (l *Limiter) LoadState(ctx context.Context, key string) (s State, ttl time.Duration, ok bool, err error) {
 	k := l.Key(key)

@@ -1,0 +1,55 @@
+package remote_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/ringlimit/ringlimit"
+	"github.com/ringlimit/ringlimit/internal/multitest"
+	"github.com/ringlimit/ringlimit/internal/testclock"
+	"github.com/ringlimit/ringlimit/remote"
+)
+
+func TestAllowAllContract(t *testing.T) {
+	_, c := server(t)
+	runs := 0
+	multitest.Run(t, "", func(_ *testing.T, clk ringlimit.Clock) multitest.Limiter {
+		runs++
+		return remote.New(c, remote.Config{Prefix: fmt.Sprintf("m%d:", runs), Clock: clk})
+	})
+}
+
+// Index 0 is the very value AllowN writes at Key(key); index i > 0 lives at
+// IndexKey(key, i), in the key's slot; Reset deletes them all.
+func TestAllowAllKeys(t *testing.T) {
+	_, c := server(t)
+	ctx := context.Background()
+	l := remote.New(c, remote.Config{Clock: testclock.New(multitest.T0)})
+	rules := multitest.Rules(ringlimit.SlidingLog, 5, 20)
+	rules = append(rules, ringlimit.Rule{Algorithm: ringlimit.TokenBucket, Limit: 3, Window: 1e9})
+	if _, err := l.AllowAll(ctx, "k", rules, 2); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := l.IndexKey("k", 2), "rl:{k}#2"; got != want {
+		t.Fatalf("IndexKey: %q, want %q", got, want)
+	}
+	for i := range rules {
+		n, err := c.Do(ctx, c.B().Exists().Key(l.IndexKey("k", i)).Build()).AsInt64()
+		if err != nil || n != 1 {
+			t.Fatalf("index %d: %s exists %d, %v", i, l.IndexKey("k", i), n, err)
+		}
+	}
+	if d, _ := l.AllowN(ctx, "k", rules[0], 0); d.Remaining != 3 {
+		t.Fatalf("AllowN sees %d left at index 0, want 3", d.Remaining)
+	}
+	if s, _, ok, err := l.LoadState(ctx, "k"); err != nil || !ok || s.Algorithm != ringlimit.SlidingLog || len(s.Log) != 1 || s.Log[0].Count != 2 {
+		t.Fatalf("LoadState: %+v %v %v", s, ok, err)
+	}
+	if err := l.Reset(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := c.Do(ctx, c.B().Dbsize().Build()).AsInt64(); n != 0 {
+		t.Fatalf("%d keys after Reset", n)
+	}
+}
