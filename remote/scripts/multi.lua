@@ -13,16 +13,19 @@ local function use(i)
   window, limit, burst = struct.unpack('<i8i8i8', rule, 2)
   return algs[string.byte(rule, 1)]
 end
--- First every rule decides and writes nothing (the prelude set n to at
--- least 1); then, only if all admit, every rule decides again and writes.
-local out, all = {}, true
+-- Every rule but the last decides and writes nothing (the prelude set n
+-- to at least 1). If they all admit, the last decides and writes at once: a
+-- denial writes nothing. Only if it too admits do the others decide again
+-- and write. (So one rule runs once, and k rules 2k - 1 times.)
+local last, out, all = #KEYS, {}, true
 consume = false
-for i = 1, #KEYS do
+for i = 1, last - 1 do
   out[i] = use(i)()
   if struct.unpack('<i8', out[i]) ~= 1 then all = false end
 end
-if all and hits > 0 then
-  consume = true
-  for i = 1, #KEYS do out[i] = use(i)() end
+consume = all and hits > 0
+out[last] = use(last)()
+if consume and struct.unpack('<i8', out[last]) == 1 then
+  for i = 1, last - 1 do out[i] = use(i)() end
 end
 return table.concat(out)
