@@ -18,9 +18,12 @@ func (n *Node) newStore() (*failover.Limiter, func() error, error) {
 			opt = *cfg.ValkeyOptions
 		} else {
 			opt = remote.ClientOption{
-				InitAddress:       cfg.ValkeyAddrs,
-				DisableCache:      true, // client-side caching is no use for counters
-				ForceSingleClient: len(cfg.ValkeyAddrs) == 1,
+				InitAddress:  cfg.ValkeyAddrs,
+				DisableCache: true, // client-side caching is no use for counters
+				// No ForceSingleClient: valkey-go asks the first address
+				// for CLUSTER SLOTS and falls back to a single client on a
+				// server without cluster mode, so one seed of a cluster
+				// is enough.
 			}
 		}
 		// The client is made in the background: the node starts while the
@@ -39,6 +42,11 @@ func (n *Node) newStore() (*failover.Limiter, func() error, error) {
 		OnStateChange: func(from, to failover.State) {
 			cfg.Logger.Warn("node: store breaker", "node", n.name, "from", from.String(), "to", to.String())
 		},
+	}
+	if sh, ok := primary.(interface{ Shard(key string) string }); ok {
+		// A Valkey Cluster: one breaker per master, so a dead master sends
+		// only its own slots' keys to the policy.
+		fc.Shard = sh.Shard
 	}
 	if cfg.Policy == failover.LocalShare {
 		fc.Local = local.New(local.Config{MaxKeys: cfg.MaxKeys, Clock: cfg.Clock})
