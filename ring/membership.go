@@ -161,6 +161,10 @@ func NewMembership(cfg Config) (*Membership, error) {
 		m.wg.Add(1)
 		go m.reconnectLoop()
 	}
+	if cfg.SeedInterval > 0 && len(cfg.Seeds) > 0 {
+		m.wg.Add(1)
+		go m.seedLoop()
+	}
 	m.log.Debug("ring: membership started", "gossip", m.gossipAddr, "bind", m.bindAddr)
 	return m, nil
 }
