@@ -58,7 +58,12 @@ type Config struct {
 	Resolve func(ctx context.Context, name string) ([]string, error)
 	// ValkeyAddrs are the central store's addresses. If empty (and Store is
 	// nil), there is no store: keys whose owner cannot be reached are
-	// decided by Policy.
+	// decided by Policy. One address of a single server, or any one or
+	// more masters of a Valkey Cluster (seeds): the client finds the other
+	// masters itself, and the node keeps one store breaker per master, so
+	// a dead master sends only its own slots' keys to Policy. For Sentinel
+	// (the master set's name and the sentinels' addresses) or for TLS and
+	// AUTH, give the full client options instead (ValkeyOptions).
 	ValkeyAddrs []string
 	// ValkeyOptions, if not nil, are the full valkey-go client options (auth,
 	// TLS, Sentinel, Cluster) for the central store; they take the place of

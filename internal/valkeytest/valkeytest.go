@@ -1,6 +1,7 @@
 // Package valkeytest starts a real Valkey (or Redis) server for tests: its own
 // process on a free loopback port, with no persistence, stopped when the test
-// ends. It can kill, hang and restart the server for failure tests.
+// ends. It can kill, hang and restart the server for failure tests, and
+// start a Valkey Cluster of several masters (StartCluster).
 //
 // It looks for valkey-server on PATH, then redis-server. A test that needs a
 // server fails (it does not skip) when neither is installed: the README's test
