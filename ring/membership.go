@@ -234,7 +234,7 @@ func (m *Membership) Leave(timeout time.Duration) error {
 // Shutdown stops gossip without leaving: the others detect this member as
 // failed (call Leave first to leave gracefully). It stops every goroutine
 // the Membership started and waits for them: for a running OnChange call,
-// and for a reconnect attempt in flight (at most TCPTimeout). An idle
+// and for a reconnect or seed join attempt in flight (at most TCPTimeout). An idle
 // inbound gossip stream of memberlist's may outlive it by up to TCPTimeout.
 // The last Ring stays readable. Calling Shutdown again returns the first
 // call's result. It must not be called from OnChange.

@@ -120,3 +120,23 @@ func TestSeedAddrs(t *testing.T) {
 		t.Fatalf("%d addresses from %d resolved, want at most %d", len(got), len(many)+1, maxSeedAddrs)
 	}
 }
+
+// A member re-resolves its seeds while alone or while it remembers failed
+// members (a partition, or peers that restarted elsewhere), not otherwise.
+func TestLonely(t *testing.T) {
+	ms := startCluster(t, 2, nil)
+	m := ms[0]
+	if m.lonely() {
+		t.Fatal("a member of a healthy cluster of two is lonely")
+	}
+	m.mu.Lock()
+	m.failed["gone"] = failedMember{addr: "127.0.0.1:1", at: time.Now()}
+	m.mu.Unlock()
+	if !m.lonely() {
+		t.Fatal("a member that remembers a failed member is not lonely")
+	}
+	alone := start(t, FastLocalConfig("alone"))
+	if !alone.lonely() {
+		t.Fatal("a member alone is not lonely")
+	}
+}
