@@ -30,6 +30,7 @@ type Event struct {
 // memberInfo is what the event delegate records about a live member.
 type memberInfo struct {
 	rpcAddr string
+	addr    string // gossip host:port
 }
 
 // failedMember is a member declared failed, remembered for reconnecting.

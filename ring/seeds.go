@@ -59,11 +59,11 @@ func (m *Membership) JoinSeeds(ctx context.Context) (int, error) {
 // duplicates, not this member, not a live member, at most maxSeedAddrs.
 func (m *Membership) seedAddrs(ctx context.Context) []string {
 	skip := map[string]bool{m.gossipAddr: true, m.bindAddr: true}
-	if m.ml != nil {
-		for _, n := range m.ml.Members() {
-			skip[n.Address()] = true
-		}
+	m.mu.Lock()
+	for _, info := range m.members {
+		skip[info.addr] = true
 	}
+	m.mu.Unlock()
 	var addrs []string
 	for _, seed := range m.cfg.Seeds {
 		host, port, err := net.SplitHostPort(seed)
