@@ -18,12 +18,9 @@ func (n *Node) newStore() (*failover.Limiter, func() error, error) {
 			opt = *cfg.ValkeyOptions
 		} else {
 			opt = remote.ClientOption{
-				InitAddress:  cfg.ValkeyAddrs,
-				DisableCache: true, // client-side caching is no use for counters
-				// No ForceSingleClient: valkey-go asks the first address
-				// for CLUSTER SLOTS and falls back to a single client on a
-				// server without cluster mode, so one seed of a cluster
-				// is enough.
+				InitAddress:       cfg.ValkeyAddrs,
+				DisableCache:      true, // client-side caching is no use for counters
+				ForceSingleClient: len(cfg.ValkeyAddrs) == 1,
 			}
 		}
 		// The client is made in the background: the node starts while the

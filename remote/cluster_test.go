@@ -83,9 +83,10 @@ func TestCluster(t *testing.T) {
 	})
 
 	t.Run("Connector", func(t *testing.T) {
-		// One seed, as a node's ValkeyAddrs: the Connector finds the
-		// cluster and keeps its slot map for Shard.
-		k := remote.Connect(remote.ClientOption{InitAddress: cl.Addrs()[:1], DisableCache: true},
+		// One seed with ForceSingleClient, as a node's ValkeyAddrs: the
+		// Connector sees cluster mode, connects as a cluster client and
+		// keeps its slot map for Shard.
+		k := remote.Connect(remote.ClientOption{InitAddress: cl.Addrs()[:1], DisableCache: true, ForceSingleClient: true},
 			remote.Config{}, remote.ConnectConfig{ShardRefresh: 50 * time.Millisecond})
 		defer k.Close()
 		l := remote.New(c, remote.Config{})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,7 +56,9 @@ type Connector struct {
 var _ ringlimit.Limiter = (*Connector)(nil)
 
 // Connect starts creating a client for opt in the background and returns at
-// once. Close stops it. A zero opt.Dialer.Timeout becomes 1 s, which bounds
+// once. With opt.ForceSingleClient and one address it first asks the server
+// whether it runs in cluster mode, and if so connects as a cluster client
+// instead: one seed of a Valkey Cluster is enough. Close stops it. A zero opt.Dialer.Timeout becomes 1 s, which bounds
 // how long Close waits for an attempt in flight.
 func Connect(opt ClientOption, c Config, cc ConnectConfig) *Connector {
 	if cc.Retry <= 0 {
@@ -78,6 +81,13 @@ func (k *Connector) run(opt ClientOption, c Config, cc ConnectConfig) {
 	wait := cc.Retry
 	for {
 		client, err := valkey.NewClient(opt)
+		if err == nil && opt.ForceSingleClient && len(opt.InitAddress) == 1 && clusterEnabled(client) {
+			// One seed of a Valkey Cluster: connect as a cluster client,
+			// which finds the other masters.
+			client.Close()
+			opt.ForceSingleClient = false
+			client, err = valkey.NewClient(opt)
+		}
 		if err == nil {
 			k.client = client
 			l := New(client, c)
@@ -119,6 +129,15 @@ func (k *Connector) refreshShards(l *Limiter, cc ConnectConfig) {
 		case <-t.C:
 		}
 	}
+}
+
+// clusterEnabled reports whether the server behind a single client runs in
+// cluster mode (INFO cluster says cluster_enabled:1).
+func clusterEnabled(c valkey.Client) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	info, err := c.Do(ctx, c.B().Info().Section("cluster").Build()).ToString()
+	return err == nil && strings.Contains(info, "cluster_enabled:1")
 }
 
 // Shard is the Limiter's Shard: the address of the cluster master that
