@@ -22,6 +22,12 @@
 // context is done gets its ctx.Err() back; bad input and ringlimit.ErrClosed
 // are returned as the primary returns them; none of these counts.
 //
+// With Config.Shard (for a Valkey Cluster, remote.Limiter.Shard: the master
+// that serves a key's slot) the Limiter keeps one breaker per shard, so a
+// failed master sends only its own keys to the policy while the others are
+// still decided by the store. Stats then aggregates them and lists each
+// shard's breaker in Stats.Shards.
+//
 // The breaker is also offered on its own, as Breaker, for callers (the node's
 // peer connections) that protect something other than a Limiter. This package
 // is the only one in ringlimit that imports sony/gobreaker; none of its types

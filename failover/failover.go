@@ -49,6 +49,15 @@ type Config struct {
 	// Logger receives the breaker's changes of state and configuration
 	// warnings. If nil, nothing is logged.
 	Logger *slog.Logger
+	// Shard, if not nil, names the part of the primary that holds key (for
+	// a Valkey Cluster, the master that serves the key's slot:
+	// remote.Limiter.Shard), and the Limiter keeps one breaker per shard
+	// (at most MaxShards), so that one failed part sends only its own keys
+	// to the policy. "" is the shard of keys whose shard is unknown. It is
+	// called on every call that reaches the breaker: it must be cheap and
+	// safe for simultaneous use. If nil, one breaker guards the primary.
+	// OnStateChange is called for every shard's breaker.
+	Shard func(key string) string
 }
 
 // Limiter is a ringlimit.Limiter that asks a primary limiter (the central
@@ -68,7 +77,8 @@ type Config struct {
 // Limiter is safe for simultaneous use by multiple goroutines.
 type Limiter struct {
 	primary ringlimit.Limiter
-	breaker *Breaker
+	breaker *Breaker // the only one, or the unknown shard's (shards.go)
+	shards  *shards
 	timeout time.Duration
 	retry   time.Duration // the Closed policy's RetryAfter: Cooldown in whole ms
 	policy  Policy
@@ -114,13 +124,15 @@ func New(primary ringlimit.Limiter, c Config) *Limiter {
 		l.log.Warn("failover: policy local_share without Config.Local; using open")
 		l.policy = Open
 	}
-	l.breaker = NewBreaker(BreakerConfig{
+	bc := BreakerConfig{
 		Name:          "failover",
 		MaxFailures:   c.MaxFailures,
 		Cooldown:      cooldown,
 		OnStateChange: c.OnStateChange,
 		Logger:        l.log,
-	})
+	}
+	l.breaker = NewBreaker(bc)
+	l.shards = newShards(c.Shard, l.breaker, bc)
 	return l
 }
 
@@ -160,7 +172,7 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if l.primary == nil {
 		return nil
 	}
-	done, err := l.breaker.allow()
+	done, err := l.shards.breaker(key).allow()
 	if err != nil {
 		l.resetsDropped.Add(1)
 		return nil
@@ -186,7 +198,7 @@ func (l *Limiter) decide(ctx context.Context, key string, rule ringlimit.Rule, n
 	}
 	// The breaker first: an open breaker answers without a timer or a
 	// context, so the open path allocates nothing.
-	done, err := l.breaker.allow()
+	done, err := l.shards.breaker(key).allow()
 	if err != nil {
 		return l.fallback(ctx, key, rule, n, peek), nil
 	}
@@ -240,12 +252,19 @@ func (l *Limiter) ask(ctx context.Context, done func(error), call func(context.C
 	return ringlimit.Decision{}, errFailure
 }
 
-// State returns the breaker's state.
-func (l *Limiter) State() State { return l.breaker.State() }
+// State returns the breaker's state; with Config.Shard, the aggregate of
+// the shards' (see Stats).
+func (l *Limiter) State() State { return l.shards.state() }
 
 // Stats are a Limiter's counters, all since New.
 type Stats struct {
 	BreakerStats // the breaker's state; Rejected counts calls answered by the policy without asking the primary
+
+	// Shards, with Config.Shard, are the breakers of each shard (the unknown
+	// shard "" first, then sorted); BreakerStats is then their aggregate:
+	// counters summed, the State the worst of the named shards' (open, then
+	// half-open, then closed). Nil without Config.Shard.
+	Shards []ShardStats
 
 	PrimaryErrors uint64 // primary calls that failed with an error
 	Timeouts      uint64 // primary calls that took longer than Timeout
@@ -259,8 +278,10 @@ type Stats struct {
 
 // Stats returns the current counters.
 func (l *Limiter) Stats() Stats {
+	agg, shards := l.shards.stats()
 	return Stats{
-		BreakerStats:       l.breaker.Stats(),
+		BreakerStats:       agg,
+		Shards:             shards,
 		PrimaryErrors:      l.primaryErrors.Load(),
 		Timeouts:           l.timeouts.Load(),
 		Canceled:           l.canceled.Load(),

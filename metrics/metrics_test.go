@@ -164,6 +164,9 @@ func TestKnownTraffic(t *testing.T) {
 		`ringlimit_peer_breaker_state{peer="n3"}`:                             got[`ringlimit_peer_breaker_state{peer="n3"}`],
 		`ringlimit_decisions_total{result="shadow_denied",source="fallback"}`: 0,
 	}
+	if b := got["ringlimit_memory_bytes"]; b < 4*64 { // four keys, each more than an entry
+		t.Errorf("ringlimit_memory_bytes = %v for 4 keys", b)
+	}
 	for k, v := range want {
 		if g, ok := got[k]; !ok || g != v {
 			t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
@@ -228,7 +231,7 @@ var allFamilies = []string{
 	"ringlimit_forwards_total", "ringlimit_forward_failures_total", "ringlimit_redirects_total",
 	"ringlimit_peer_breaker_state", "ringlimit_store_breaker_state", "ringlimit_store_breaker_opens_total",
 	"ringlimit_store_errors_total", "ringlimit_store_timeouts_total",
-	"ringlimit_fallback_decisions_total", "ringlimit_members", "ringlimit_keys",
+	"ringlimit_fallback_decisions_total", "ringlimit_members", "ringlimit_keys", "ringlimit_memory_bytes",
 	"ringlimit_evictions_total", "ringlimit_expirations_total",
 	"ringlimit_handoff_states_total", "ringlimit_handoff_pulls_total", "ringlimit_handoff_failures_total",
 	"ringlimit_handoff_in_progress",

@@ -88,6 +88,8 @@ var nodeFamilies = []family{
 		prometheus.GaugeValue, func(s *snapshot) uint64 { return uint64(len(s.members)) }),
 	one("ringlimit_keys", "Keys whose state this node holds: the keys it owns.",
 		prometheus.GaugeValue, func(s *snapshot) uint64 { return uint64(s.Local.Keys) }),
+	one("ringlimit_memory_bytes", "Memory the held keys take, as Config.MaxBytes counts it: key strings, states and sliding-log stamps.",
+		prometheus.GaugeValue, func(s *snapshot) uint64 { return uint64(max(s.Local.Bytes, 0)) }),
 	{name: "ringlimit_evictions_total", help: "Keys dropped to make room; live=\"true\": their state still mattered, so their limits restarted early.",
 		typ: prometheus.CounterValue, label: "live", series: []series{
 			{"true", func(s *snapshot) uint64 { return s.Local.EvictedLive }},

@@ -44,13 +44,25 @@ type Config struct {
 	// listener. If empty, the bound address; when that is every interface
 	// (0.0.0.0 or ::), the peers use the host they see this node gossip from.
 	RPCAdvertise string
-	// Join lists gossip addresses of nodes to join. If none answers, New
-	// still succeeds and keeps trying in the background until one does.
+	// Join lists gossip addresses of nodes to join, host:port, where host
+	// may be a DNS name that resolves to many addresses (a Kubernetes
+	// headless Service). If none answers, New still succeeds. While the
+	// node is alone, or has lost members (a partition, or peers that
+	// restarted elsewhere), it resolves the names again and joins the
+	// addresses it does not know, every second (GossipFast: 250 ms), so a
+	// cluster whose every node restarted at once forms again.
 	Join []string
-	// ValkeyAddrs are the central store's addresses: one server's, or the
-	// seed nodes of a Valkey Cluster (the client learns the rest). If empty
-	// (and Store and ValkeyOptions are nil), there is no store: keys whose
-	// owner cannot be reached are decided by Policy.
+	// Resolve returns the addresses of a Join entry's host name: IP
+	// addresses (joined at the entry's port) or host:port pairs. It must
+	// return when ctx is done. If nil, net.DefaultResolver's LookupHost.
+	Resolve func(ctx context.Context, name string) ([]string, error)
+	// ValkeyAddrs are the central store's addresses. If empty (and Store and
+	// ValkeyOptions are nil), there is no store: keys whose owner cannot be
+	// reached are decided by Policy. One address of a single server, or any
+	// one or more masters of a Valkey Cluster (seeds): the client finds the
+	// other masters itself, and the node keeps one store breaker per master,
+	// so a dead master sends only its own slots' keys to Policy. For
+	// Sentinel, or for TLS and AUTH, give ValkeyOptions instead.
 	ValkeyAddrs []string
 	// ValkeyOptions, if not nil, say how to reach the central store with
 	// AUTH, TLS or Sentinel (see remote.Options); they take the place of

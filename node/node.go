@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -126,10 +127,10 @@ func New(cfg Config) (*Node, error) {
 	go n.run()
 	go n.pushLoop()
 	if len(cfg.Join) > 0 {
-		if _, err := n.members.Join(cfg.Join); err != nil {
+		// The ring resolves the Join names again and retries in the
+		// background while the node is alone (ring.Config.Seeds).
+		if _, err := n.members.JoinSeeds(context.Background()); err != nil {
 			cfg.Logger.Warn("node: join failed; retrying in the background", "node", n.name, "err", err)
-			n.wg.Add(1)
-			go n.joinLoop()
 		} else {
 			// Joined: the ring follows in a moment. Callers of a node that
 			// returned from New should find it.
@@ -164,6 +165,7 @@ func (n *Node) ringConfig(rpcAdvertise string) (ring.Config, error) {
 	rc.SecretKey = n.cfg.SecretKey
 	rc.Label = "ringlimit"
 	rc.Logger = n.cfg.Logger
+	rc.Seeds, rc.Resolve = n.cfg.Join, n.cfg.Resolve
 	rc.OnChange = n.peers.update
 	if nw := n.cfg.Network; nw != nil {
 		rc.WrapTransport = func(_ string, t ring.Transport) ring.Transport { return nw.WrapGossip(n.name, t) }
@@ -183,33 +185,6 @@ func advertised(bound, explicit string) string {
 		return net.JoinHostPort("", p)
 	}
 	return bound
-}
-
-// joinLoop retries the Join addresses until one answers or the node closes.
-func (n *Node) joinLoop() {
-	defer n.wg.Done()
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-n.stop:
-			return
-		case <-t.C:
-		}
-		// One address at a time, so that Close waits for one attempt at
-		// most, not for every unreachable address in turn.
-		for _, addr := range n.cfg.Join {
-			select {
-			case <-n.stop:
-				return
-			default:
-			}
-			if _, err := n.members.Join([]string{addr}); err == nil {
-				n.cfg.Logger.Info("node: joined", "node", n.name, "via", addr)
-				return
-			}
-		}
-	}
 }
 
 // Name is the node's name.

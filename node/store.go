@@ -34,6 +34,11 @@ func (n *Node) newStore() (*failover.Limiter, func() error, error) {
 			cfg.Logger.Warn("node: store breaker", "node", n.name, "from", from.String(), "to", to.String())
 		},
 	}
+	if sh, ok := primary.(interface{ Shard(key string) string }); ok {
+		// A Valkey Cluster: one breaker per master, so a dead master sends
+		// only its own slots' keys to the policy.
+		fc.Shard = sh.Shard
+	}
 	if cfg.Policy == failover.LocalShare {
 		fc.Local = local.New(local.Config{MaxKeys: cfg.MaxKeys, Clock: cfg.Clock})
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +26,10 @@ type ConnectConfig struct {
 	Retry time.Duration
 	// Logger receives the connection's events. If nil, nothing is logged.
 	Logger *slog.Logger
+	// ShardRefresh is how often a cluster client's slot map is read again
+	// for Shard (after a failover a slot's master changes). If zero, 1 s.
+	// Unused when the server is not a cluster.
+	ShardRefresh time.Duration
 }
 
 // Connector is a Limiter whose valkey-go client is created in the
@@ -32,7 +37,7 @@ type ConnectConfig struct {
 // service must start all the same. Until the client exists every call returns
 // ErrNotConnected, which a failover.Limiter in front counts as a store
 // failure; after that, it is the Limiter of New. Once created, the client
-// reconnects by itself.
+// reconnects by itself. On a cluster it keeps reading the slot map for Shard.
 //
 // Connector is safe for simultaneous use by multiple goroutines.
 type Connector struct {
@@ -46,8 +51,11 @@ type Connector struct {
 var _ ringlimit.Limiter = (*Connector)(nil)
 
 // Connect starts creating a client for o in the background and returns at
-// once. Close stops it. o.DialTimeout (1 s if zero) bounds how long Close
-// waits for an attempt in flight.
+// once. With a single address (and o.Cluster unset) it first asks the
+// server whether it runs in cluster mode, and if so connects as a cluster
+// client instead: one seed of a Valkey Cluster is enough. Close stops it.
+// o.DialTimeout (1 s if zero) bounds how long Close waits for an attempt in
+// flight.
 func Connect(o Options, c Config, cc ConnectConfig) *Connector {
 	if cc.Retry <= 0 {
 		cc.Retry = 250 * time.Millisecond
@@ -65,10 +73,21 @@ func (k *Connector) run(opt valkey.ClientOption, c Config, cc ConnectConfig) {
 	wait := cc.Retry
 	for {
 		client, err := valkey.NewClient(opt)
+		if err == nil && opt.ForceSingleClient && len(opt.InitAddress) == 1 && clusterEnabled(client) {
+			// One seed of a Valkey Cluster: connect as a cluster client,
+			// which finds the other masters.
+			client.Close()
+			opt.ForceSingleClient = false
+			client, err = valkey.NewClient(opt)
+		}
 		if err == nil {
 			k.client = client
-			k.lim.Store(New(client, c))
-			cc.Logger.Info("remote: connected", "addrs", opt.InitAddress)
+			l := New(client, c)
+			k.lim.Store(l)
+			cc.Logger.Info("remote: connected", "addrs", opt.InitAddress, "mode", client.Mode())
+			if client.Mode() == valkey.ClientModeCluster {
+				k.refreshShards(l, cc)
+			}
 			return
 		}
 		cc.Logger.Warn("remote: cannot connect yet; retrying", "addrs", opt.InitAddress, "err", err, "in", wait)
@@ -79,6 +98,47 @@ func (k *Connector) run(opt valkey.ClientOption, c Config, cc ConnectConfig) {
 		}
 		wait = min(2*wait, 5*time.Second)
 	}
+}
+
+// refreshShards reads the cluster's slot map now and every
+// cc.ShardRefresh until Close.
+func (k *Connector) refreshShards(l *Limiter, cc ConnectConfig) {
+	every := cc.ShardRefresh
+	if every <= 0 {
+		every = time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), every)
+		if err := l.RefreshShards(ctx); err != nil {
+			cc.Logger.Warn("remote: cannot read the cluster's slots", "err", err)
+		}
+		cancel()
+		select {
+		case <-k.stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// clusterEnabled reports whether the server behind a single client runs in
+// cluster mode (INFO cluster says cluster_enabled:1).
+func clusterEnabled(c valkey.Client) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	info, err := c.Do(ctx, c.B().Info().Section("cluster").Build()).ToString()
+	return err == nil && strings.Contains(info, "cluster_enabled:1")
+}
+
+// Shard is the Limiter's Shard: the address of the cluster master that
+// serves key, or "" (not connected yet, or not a cluster).
+func (k *Connector) Shard(key string) string {
+	if l := k.lim.Load(); l != nil {
+		return l.Shard(key)
+	}
+	return ""
 }
 
 // Connected reports whether the client exists.
@@ -121,8 +181,8 @@ func (k *Connector) Reset(ctx context.Context, key string) error {
 	return l.Reset(ctx, key)
 }
 
-// Close stops connecting, waits for the background goroutine and closes the
-// client. Idempotent.
+// Close stops connecting (and reading a cluster's slot map), waits for the
+// background goroutine and closes the client. Idempotent.
 func (k *Connector) Close() error {
 	k.once.Do(func() {
 		close(k.stop)

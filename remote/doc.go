@@ -68,6 +68,16 @@
 // ResetAfter (longer only if the clock went backwards). Nothing is left
 // without a TTL.
 //
+// # Valkey Cluster
+//
+// Every script touches one hash-tagged key, so each decision runs on the
+// master that serves the key's slot, and WriteStates' pipeline is split by
+// slot by valkey-go. Slot returns a key's slot (CRC16 of its hash tag) and
+// Shard the address of the master serving it, from the cluster's CLUSTER
+// SLOTS map (RefreshShards; a Connector reads it again every ShardRefresh):
+// failover keeps one breaker per shard, so one dead master sends only its
+// own keys to the fallback.
+//
 // # The exact domain
 //
 // Lua numbers are doubles, exact only below 2^53. ringlimit.Rule.Validate

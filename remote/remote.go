@@ -5,6 +5,7 @@ import (
 	"embed"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/valkey-io/valkey-go"
@@ -82,6 +83,8 @@ func buildScripts(source func(ringlimit.Algorithm) string) *scriptSet {
 // Limiter is safe for simultaneous use by multiple goroutines. It does not
 // own the client: closing the client is the caller's job.
 type Limiter struct {
+	shards atomic.Pointer[shardMap] // a cluster's slot map (shard.go); nil until read
+
 	client valkey.Client
 	prefix string
 	clock  ringlimit.Clock

@@ -1,6 +1,7 @@
 package ring
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -110,6 +111,22 @@ type Config struct {
 	// reconnect attempts. If zero, 10 minutes.
 	ReconnectTimeout time.Duration
 
+	// Seeds are gossip addresses to join, host:port (a bare host means
+	// this member's port), where host may be a DNS name that resolves to
+	// many addresses (a Kubernetes headless Service). JoinSeeds joins them;
+	// while this member is alone or remembers failed members, the
+	// Membership resolves them again and joins the addresses it does not
+	// know every SeedInterval, so a cluster whose every member restarted
+	// with new addresses forms again. If empty, none.
+	Seeds []string
+	// Resolve returns the addresses of a seed's host name: IP addresses
+	// (joined at the seed's port) or host:port pairs. It must return when
+	// ctx is done. If nil, net.DefaultResolver's LookupHost.
+	Resolve func(ctx context.Context, host string) ([]string, error)
+	// SeedInterval is the time between attempts to join the Seeds while
+	// alone or partitioned. If zero, 1s; if negative, no attempts.
+	SeedInterval time.Duration
+
 	// OnChange, if not nil, is called after every change of the member set
 	// or of a member's metadata, with the new ring already published (if
 	// nil, changes are not reported; Ring follows them all the same). It
@@ -150,6 +167,7 @@ func DefaultLANConfig(name string) Config {
 		TCPTimeout:              defaultTCPTimeout,
 		ReconnectInterval:       defaultReconnectInterval,
 		ReconnectTimeout:        defaultReconnectTimeout,
+		SeedInterval:            defaultSeedInterval,
 	}
 }
 
@@ -174,6 +192,7 @@ func FastLocalConfig(name string) Config {
 		TCPTimeout:              500 * time.Millisecond,
 		ReconnectInterval:       250 * time.Millisecond,
 		ReconnectTimeout:        time.Minute,
+		SeedInterval:            250 * time.Millisecond,
 	}
 }
 
@@ -244,6 +263,9 @@ func (c Config) validate() (Config, error) {
 	}
 	if c.ReconnectInterval == 0 {
 		c.ReconnectInterval = defaultReconnectInterval
+	}
+	if c.SeedInterval == 0 {
+		c.SeedInterval = defaultSeedInterval
 	}
 	if c.ProbeTimeout > c.ProbeInterval {
 		return bad("ProbeTimeout %v longer than ProbeInterval %v", c.ProbeTimeout, c.ProbeInterval)

@@ -50,7 +50,7 @@ func (e *events) record(n *memberlist.Node, alive bool) {
 		if err != nil {
 			m.log.Warn("ring: member metadata unreadable", "peer", n.Name, "err", err)
 		}
-		m.members[n.Name] = memberInfo{rpcAddr: resolveRPC(md.RPCAddr, n.Addr)}
+		m.members[n.Name] = memberInfo{rpcAddr: resolveRPC(md.RPCAddr, n.Addr), addr: n.Address()}
 		delete(m.failed, n.Name)
 		delete(m.leaving, n.Name)
 	case leaving || n.Name == m.cfg.Name: // left gracefully: not to be reconnected

@@ -16,6 +16,10 @@
 // metadata (Membership.RPCAddr). Config.OnChange reports which members came
 // and went. A reconnect loop re-joins members that failed, so the two halves
 // of a healed partition merge again within a few reconnect intervals.
+// Config.Seeds may be DNS names (a Kubernetes headless Service): while a
+// member is alone or has lost members it resolves them again every
+// SeedInterval and joins the addresses it does not know, so a cluster whose
+// every member restarted with new addresses forms again.
 //
 // DefaultLANConfig suits a local network; FastLocalConfig suits tests and
 // small clusters on one host, where a killed member is declared failed in

@@ -30,6 +30,7 @@ type Event struct {
 // memberInfo is what the event delegate records about a live member.
 type memberInfo struct {
 	rpcAddr string
+	addr    string // gossip host:port
 }
 
 // failedMember is a member declared failed, remembered for reconnecting.
@@ -171,6 +172,10 @@ func NewMembership(cfg Config) (*Membership, error) {
 		m.wg.Add(1)
 		go m.reconnectLoop()
 	}
+	if cfg.SeedInterval > 0 && len(cfg.Seeds) > 0 {
+		m.wg.Add(1)
+		go m.seedLoop()
+	}
 	m.log.Debug("ring: membership started", "gossip", m.gossipAddr, "bind", m.bindAddr)
 	return m, nil
 }
@@ -240,7 +245,7 @@ func (m *Membership) Leave(timeout time.Duration) error {
 // Shutdown stops gossip without leaving: the others detect this member as
 // failed (call Leave first to leave gracefully). It stops every goroutine
 // the Membership started and waits for them: for a running OnChange call,
-// and for a reconnect attempt in flight (at most TCPTimeout). An idle
+// and for a reconnect or seed join attempt in flight (at most TCPTimeout). An idle
 // inbound gossip stream of memberlist's may outlive it by up to TCPTimeout.
 // The last Ring stays readable. Calling Shutdown again returns the first
 // call's result. It must not be called from OnChange.

@@ -1,6 +1,7 @@
 // Package valkeytest starts a real Valkey (or Redis) server for tests: its own
 // process on a free loopback port, with no persistence, stopped when the test
-// ends. It can kill, hang and restart the server for failure tests.
+// ends. It can kill, hang and restart the server for failure tests, and
+// start a Valkey Cluster of several masters (StartCluster).
 //
 // It looks for valkey-server on PATH, then redis-server. A test that needs a
 // server fails (it does not skip) when neither is installed: the README's test
@@ -26,6 +27,7 @@ type Server struct {
 	bin  string
 	dir  string
 	port int
+	args []string // extra server arguments (cluster mode)
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -46,6 +48,13 @@ func Binary() string {
 // t.Cleanup.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	return start(t, nil)
+}
+
+// start starts a server with extra arguments; extra, if not nil, returns
+// them for the chosen port.
+func start(t testing.TB, extra func(port int) ([]string, error)) *Server {
+	t.Helper()
 	bin := Binary()
 	if bin == "" {
 		t.Fatal("valkeytest: neither valkey-server nor redis-server is on PATH; run the README's test command, which installs redis-server")
@@ -55,6 +64,11 @@ func Start(t testing.TB) *Server {
 	for range 5 { // a free port can be taken between probe and bind: retry
 		if s.port, err = freePort(); err != nil {
 			continue
+		}
+		if extra != nil {
+			if s.args, err = extra(s.port); err != nil {
+				continue
+			}
 		}
 		if err = s.start(); err == nil {
 			break
@@ -74,10 +88,11 @@ func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.It
 func (s *Server) Name() string { return s.bin[strings.LastIndex(s.bin, "/")+1:] }
 
 func (s *Server) start() error {
-	cmd := exec.Command(s.bin,
+	args := []string{
 		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", s.dir,
-		"--protected-mode", "no", "--loglevel", "warning")
+		"--protected-mode", "no", "--loglevel", "warning"}
+	cmd := exec.Command(s.bin, append(args, s.args...)...)
 	// Die with the test binary, even if it is killed.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -132,7 +147,8 @@ func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
 func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
 
 // Restart starts the server again on the same port after Kill (killing it
-// first if it runs). The new server starts empty.
+// first if it runs). The new server starts empty (a cluster node keeps its
+// identity and slots: its nodes.conf survives in its directory).
 func (s *Server) Restart() {
 	s.t.Helper()
 	s.Kill()
