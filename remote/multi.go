@@ -66,13 +66,8 @@ func (l *Limiter) IndexKey(key string, i int) string {
 // that admits while another denies reports what it has left now. Bad input
 // returns an error wrapping a ringlimit sentinel and sends nothing.
 func (l *Limiter) AllowAll(ctx context.Context, key string, rules []ringlimit.Rule, n int64) ([]ringlimit.Decision, error) {
-	if len(rules) == 0 || len(rules) > ringlimit.MaxRules {
-		return nil, fmt.Errorf("remote: %w: %d rules, want 1 to %d", ringlimit.ErrInvalidRule, len(rules), ringlimit.MaxRules)
-	}
-	for i, r := range rules {
-		if err := ringlimit.ValidateCall(key, r, n); err != nil {
-			return nil, fmt.Errorf("rules[%d]: %w", i, err)
-		}
+	if err := validateAll(key, rules, n); err != nil {
+		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("remote: eval multi: %w", err)
@@ -117,3 +112,32 @@ func (l *Limiter) AllowAll(ctx context.Context, key string, rules []ringlimit.Ru
 	}
 	return ds, nil
 }
+
+// validateAll checks AllowAll's input: 1 to ringlimit.MaxRules rules, each
+// valid for n hits on key.
+func validateAll(key string, rules []ringlimit.Rule, n int64) error {
+	if len(rules) == 0 || len(rules) > ringlimit.MaxRules {
+		return fmt.Errorf("remote: %w: %d rules, want 1 to %d", ringlimit.ErrInvalidRule, len(rules), ringlimit.MaxRules)
+	}
+	for i, r := range rules {
+		if err := ringlimit.ValidateCall(key, r, n); err != nil {
+			return fmt.Errorf("rules[%d]: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// AllowAll is the Limiter's AllowAll, or ErrNotConnected (after validating
+// the input, so bad input is still reported as bad input).
+func (k *Connector) AllowAll(ctx context.Context, key string, rules []ringlimit.Rule, n int64) ([]ringlimit.Decision, error) {
+	l, err := k.limiter()
+	if err != nil {
+		if verr := validateAll(key, rules, n); verr != nil {
+			return nil, verr
+		}
+		return nil, fmt.Errorf("remote: eval multi: %w", err)
+	}
+	return l.AllowAll(ctx, key, rules, n)
+}
+
+var _ ringlimit.MultiLimiter = (*Connector)(nil)
