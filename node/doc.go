@@ -9,7 +9,7 @@
 //     it decides from its own memory (package local). Source Local; about
 //     130 ns, no allocation.
 //  2. A peer owns it: the call is forwarded over a persistent, authenticated
-//     connection that carries many calls at once (package node/peer). The
+//     connection that carries many calls at once (package internal/peer). The
 //     peer decides from its own memory and never forwards again (one hop),
 //     so two nodes with different views of the ring cannot bounce a call.
 //     Source Peer.

@@ -11,7 +11,7 @@ import (
 	"github.com/ringlimit/ringlimit"
 	"github.com/ringlimit/ringlimit/failover"
 	"github.com/ringlimit/ringlimit/local"
-	"github.com/ringlimit/ringlimit/node/peer"
+	"github.com/ringlimit/ringlimit/internal/peer"
 	"github.com/ringlimit/ringlimit/ring"
 )
 

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/ringlimit/ringlimit/failover"
-	"github.com/ringlimit/ringlimit/node/peer"
+	"github.com/ringlimit/ringlimit/internal/peer"
 	"github.com/ringlimit/ringlimit/ring"
 )
 

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/ringlimit/ringlimit/node/peer"
+	"github.com/ringlimit/ringlimit/internal/peer"
 )
 
 // Pulls, and the moved marks a node keeps for the keys it gave up.

@@ -7,7 +7,7 @@ import (
 	"github.com/ringlimit/ringlimit"
 	"github.com/ringlimit/ringlimit/failover"
 	"github.com/ringlimit/ringlimit/local"
-	"github.com/ringlimit/ringlimit/node/peer"
+	"github.com/ringlimit/ringlimit/internal/peer"
 )
 
 // AllowN consumes n hits on key if rule admits them now; n == 0 is a Peek.
