@@ -5,8 +5,8 @@ import (
 	"errors"
 	"time"
 
-	"github.com/ringlimit/ringlimit/local"
 	"github.com/ringlimit/ringlimit/internal/peer"
+	"github.com/ringlimit/ringlimit/local"
 	"github.com/ringlimit/ringlimit/remote"
 	"github.com/ringlimit/ringlimit/ring"
 )

@@ -10,8 +10,8 @@ import (
 
 	"github.com/ringlimit/ringlimit"
 	"github.com/ringlimit/ringlimit/failover"
-	"github.com/ringlimit/ringlimit/local"
 	"github.com/ringlimit/ringlimit/internal/peer"
+	"github.com/ringlimit/ringlimit/local"
 	"github.com/ringlimit/ringlimit/ring"
 )
 

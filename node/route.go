@@ -6,8 +6,8 @@ import (
 
 	"github.com/ringlimit/ringlimit"
 	"github.com/ringlimit/ringlimit/failover"
-	"github.com/ringlimit/ringlimit/local"
 	"github.com/ringlimit/ringlimit/internal/peer"
+	"github.com/ringlimit/ringlimit/local"
 )
 
 // AllowN consumes n hits on key if rule admits them now; n == 0 is a Peek.
