@@ -29,6 +29,24 @@ type peerTable struct {
 	mu  sync.Mutex
 	m   atomic.Pointer[map[string]*peerConn]
 	off bool // closed: no new connections
+
+	rejectedGone atomic.Uint64 // frames rejected by clients closed since
+}
+
+// rejected counts the frames this node's clients rejected.
+func (t *peerTable) rejected() uint64 {
+	n := t.rejectedGone.Load()
+	for _, pc := range *t.m.Load() {
+		n += pc.client.Stats().RejectedFrames + pc.bulk.Stats().RejectedFrames
+	}
+	return n
+}
+
+// closeConn closes pc's clients and keeps their counts.
+func (t *peerTable) closeConn(pc *peerConn) {
+	pc.client.Close()
+	pc.bulk.Close()
+	t.rejectedGone.Add(pc.client.Stats().RejectedFrames + pc.bulk.Stats().RejectedFrames)
 }
 
 func (t *peerTable) init(n *Node) {
@@ -106,8 +124,7 @@ func (t *peerTable) update(ev ring.Event) {
 	t.m.Store(&next)
 	t.mu.Unlock()
 	for _, pc := range gone {
-		pc.client.Close()
-		pc.bulk.Close()
+		t.closeConn(pc)
 	}
 	t.n.ringChanged(ev.Ring)
 	if len(ev.Joined)+len(ev.Left) > 0 {
@@ -124,8 +141,7 @@ func (t *peerTable) closeAll() {
 	t.m.Store(&map[string]*peerConn{})
 	t.mu.Unlock()
 	for _, pc := range old {
-		pc.client.Close()
-		pc.bulk.Close()
+		t.closeConn(pc)
 	}
 }
 

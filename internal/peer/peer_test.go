@@ -134,10 +134,10 @@ func TestAuthentication(t *testing.T) {
 	}
 	defer nc.Close()
 	frame := appendRequest(nil, 1, &Request{Op: OpAllow, Key: "k", Rule: rule, N: 1})
-	nc.Write(append(make([]byte, len(magic)+nonceLen+32), frame...))
+	nc.Write(append(make([]byte, len(magic)+1+nonceLen+32), frame...))
 	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
 	got, _ := io.ReadAll(nc)
-	if greeting := len(magic) + nonceLen + 1; len(got) != greeting {
+	if greeting := len(magic) + 1 + nonceLen + 1; len(got) != greeting {
 		t.Fatalf("unauthenticated connection got %d bytes, want only the server's %d-byte greeting", len(got), greeting)
 	}
 }
@@ -160,17 +160,28 @@ func TestHandshakeChecksTheName(t *testing.T) {
 	}
 }
 
-// rawConn returns an authenticated raw connection to s.
-func rawConn(t *testing.T, s *Server) net.Conn {
+// rawConn returns an authenticated raw connection to s, with the sealer
+// of what it sends.
+func rawConn(t *testing.T, s *Server) (net.Conn, *sealer) {
 	nc, err := net.Dial("tcp", s.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { nc.Close() })
-	if err := clientHandshake(nc, secret, "", time.Second); err != nil {
+	tx, _, err := clientHandshake(nc, secret, "", time.Second)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return nc
+	return nc, tx
+}
+
+// record wraps frame in a record sealed by tx (nil: in clear).
+func record(tx *sealer, frame []byte) []byte {
+	w := writer{seal: tx}
+	st := w.begin()
+	w.buf = append(w.buf, frame...)
+	w.end(st)
+	return w.buf
 }
 
 // An oversize or garbage frame closes that connection, and only that one.
@@ -181,14 +192,17 @@ func TestMalformedFramesCloseOnlyTheirConnection(t *testing.T) {
 	if _, err := good.Do(ctx, &Request{Op: OpAllow, Key: "k", Rule: rule, N: 1}); err != nil {
 		t.Fatal(err)
 	}
-	oversize := appendHeader(nil, typeAllow, 1, MaxBody+1)
+	oversize := append(appendHeader(nil, typeAllow, 1, MaxBody+1), make([]byte, MaxBody+1)...)
 	badVersion := append([]byte{9}, make([]byte, headerLen-1)...)
 	badType := appendHeader(nil, 77, 1, 0)
 	short := appendHeader(nil, typeAllow, 1, 3)
 	short = append(short, 1, 2, 3)
-	for name, frame := range map[string][]byte{"oversize": oversize, "version": badVersion, "type": badType, "short body": short} {
-		nc := rawConn(t, s)
-		nc.Write(frame)
+	lying := appendHeader(nil, typeReset, 1, 5) // says 5 bytes, carries 1
+	lying = append(lying, 'k')
+	for name, frame := range map[string][]byte{"oversize": oversize, "version": badVersion, "type": badType,
+		"short body": short, "length": lying} {
+		nc, tx := rawConn(t, s)
+		nc.Write(record(tx, frame))
 		nc.SetReadDeadline(time.Now().Add(5 * time.Second))
 		if n, err := nc.Read(make([]byte, 64)); err == nil {
 			t.Errorf("%s: connection still open, read %d bytes", name, n)
@@ -211,7 +225,7 @@ func TestTimeout(t *testing.T) {
 			return
 		}
 		defer c.Close()
-		if serverHandshake(c, secret, "", time.Second) == nil {
+		if _, _, err := serverHandshake(c, secret, "", time.Second); err == nil {
 			io.Copy(io.Discard, c)
 		}
 	}()
