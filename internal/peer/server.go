@@ -106,6 +106,7 @@ type Server struct {
 	nConns, nHandshakes                        atomic.Int64
 	refusedCap, refusedHandshakes, refusedAuth atomic.Uint64
 	rejectedFrames, bodyTimeouts, idleClosed   atomic.Uint64
+	readerWaits                                atomic.Uint64 // a reader waited for its connection's bound (tests)
 }
 
 // Serve starts serving on ln in the background. Close stops it.
@@ -337,6 +338,7 @@ func (sc *sconn) run() {
 		size := len(body)
 		sc.mu.Lock()
 		for sc.inflight > 0 && sc.inflight+size > s.cfg.MaxInFlightBytes {
+			s.readerWaits.Add(1)
 			sc.cond.Wait()
 		}
 		sc.inflight += size
@@ -354,6 +356,7 @@ func (sc *sconn) run() {
 				go sc.work(&wg, j)
 				break
 			}
+			s.readerWaits.Add(1)
 			select {
 			case sc.jobs <- j:
 			case <-sc.freed:
