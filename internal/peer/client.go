@@ -104,6 +104,7 @@ type conn struct {
 	pending map[uint64]*call
 	err     error // set once the connection broke
 	idle    *time.Timer
+	quiet   int // idle checks in a row that found no call
 }
 
 // Do sends r and waits for its result, at most the Timeout (or the
@@ -208,8 +209,8 @@ func (c *Client) conn(ctx context.Context, deadline time.Time) (*conn, error) {
 	// No read deadlines: a test's fault network may delay what it carries.
 	// Idleness is the idle timer's to notice.
 	cn.rd = reader{c: nc, open: rx}
-	step := c.cfg.IdleTimeout / 2
-	cn.idle = time.AfterFunc(step, func() { cn.checkIdle(step) })
+	step := min(time.Second, c.cfg.IdleTimeout/2)
+	cn.idle = time.AfterFunc(step, func() { cn.checkIdle(step, c.cfg.IdleTimeout) })
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -234,22 +235,30 @@ func (cn *conn) register(cl *call) (uint64, error) {
 	return cn.nextID, nil
 }
 
-// checkIdle closes the connection if no call was made on it since the last
-// check and none is in flight; otherwise it checks again after step.
-func (cn *conn) checkIdle(step time.Duration) {
+// checkIdle runs every step. A connection on which no call was made since
+// the last check, with none in flight, drops its write buffers; after
+// timeout of that it is closed.
+func (cn *conn) checkIdle(step, timeout time.Duration) {
 	cn.pmu.Lock()
 	defer cn.pmu.Unlock()
 	if cn.err != nil {
 		return
 	}
 	if cn.nextID != cn.seenID || len(cn.pending) > 0 {
-		cn.seenID = cn.nextID
+		cn.seenID, cn.quiet = cn.nextID, 0
+		cn.idle.Reset(step)
+		return
+	}
+	cn.quiet++
+	if cn.quiet == 1 {
+		cn.wr.release()
+	}
+	if time.Duration(cn.quiet)*step < timeout {
 		cn.idle.Reset(step)
 		return
 	}
 	cn.err = errIdle // calls that find it dial again
 	cn.nc.Close()
-	cn.wr.release()
 }
 
 // unregister removes id; false if the reader already took it.
@@ -337,4 +346,17 @@ func (c *Client) Close() error {
 	}
 	c.wg.Wait()
 	return nil
+}
+
+// quietFor is the idle checks in a row that found no call (tests).
+func (c *Client) quietFor() int {
+	c.mu.Lock()
+	cn := c.cn
+	c.mu.Unlock()
+	if cn == nil {
+		return 0
+	}
+	cn.pmu.Lock()
+	defer cn.pmu.Unlock()
+	return cn.quiet
 }

@@ -107,6 +107,7 @@ type Server struct {
 	refusedCap, refusedHandshakes, refusedAuth atomic.Uint64
 	rejectedFrames, bodyTimeouts, idleClosed   atomic.Uint64
 	readerWaits                                atomic.Uint64 // a reader waited for its connection's bound (tests)
+	idleDrops                                  atomic.Uint64 // connections that dropped their buffers for idleness (tests)
 }
 
 // Serve starts serving on ln in the background. Close stops it.
@@ -284,7 +285,8 @@ func (s *Server) serve(c net.Conn) {
 	sc.wr.seal = tx
 	sc.cond.L = &sc.mu
 	sc.rd = reader{c: c, open: rx, bodyTimeout: s.cfg.BodyTimeout,
-		idleStep: min(time.Second, s.cfg.IdleTimeout/4), idleTimeout: s.cfg.IdleTimeout, onIdle: sc.wr.release}
+		idleStep: min(time.Second, s.cfg.IdleTimeout/4), idleTimeout: s.cfg.IdleTimeout,
+		onIdle: func() { sc.wr.release(); s.idleDrops.Add(1) }}
 	sc.run()
 }
 

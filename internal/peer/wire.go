@@ -34,7 +34,7 @@ const (
 	// buffers grow with the records they carry, and a buffer over keepBuf
 	// is dropped once drained. Idle connections drop theirs.
 	startBuf = 4 << 10
-	keepBuf  = 64 << 10
+	keepBuf  = 16 << 10
 )
 
 // ErrSealed is returned for a record that fails to open: modified,
