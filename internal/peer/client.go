@@ -210,10 +210,13 @@ func (c *Client) conn(ctx context.Context, deadline time.Time) (*conn, error) {
 	// Idleness is the idle timer's to notice.
 	cn.rd = reader{c: nc, open: rx}
 	step := min(time.Second, c.cfg.IdleTimeout/2)
+	cn.pmu.Lock() // the timer's function reads cn.idle under it
 	cn.idle = time.AfterFunc(step, func() { cn.checkIdle(step, c.cfg.IdleTimeout) })
+	cn.pmu.Unlock()
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
+		cn.idle.Stop()
 		nc.Close()
 		return nil, ErrClosed
 	}
