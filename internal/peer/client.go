@@ -206,9 +206,10 @@ func (c *Client) conn(ctx context.Context, deadline time.Time) (*conn, error) {
 	}
 	cn = &conn{nc: nc, pending: map[uint64]*call{}}
 	cn.wr.seal = tx
-	// No read deadlines: a test's fault network may delay what it carries.
-	// Idleness is the idle timer's to notice.
-	cn.rd = reader{c: nc, open: rx}
+	// No read deadlines while calls are in flight: a test's fault network
+	// may delay what it carries. Idleness is the idle timer's to notice; it
+	// wakes the reader with a deadline to drop its buffer.
+	cn.rd = reader{c: nc, open: rx, wake: true}
 	step := min(time.Second, c.cfg.IdleTimeout/2)
 	cn.pmu.Lock() // the timer's function reads cn.idle under it
 	cn.idle = time.AfterFunc(step, func() { cn.checkIdle(step, c.cfg.IdleTimeout) })
@@ -255,6 +256,7 @@ func (cn *conn) checkIdle(step, timeout time.Duration) {
 	cn.quiet++
 	if cn.quiet == 1 {
 		cn.wr.release()
+		_ = cn.nc.SetReadDeadline(time.Now()) // the reader drops its buffer
 	}
 	if time.Duration(cn.quiet)*step < timeout {
 		cn.idle.Reset(step)

@@ -71,4 +71,71 @@ func TestQuietConnectionCost(t *testing.T) {
 	}
 }
 
+// TestQuietMeshCost shows what a quiet peer costs at 2, 8 and 16 nodes: n
+// servers, each called by the other n-1 over sealed connections (a full
+// mesh, as a cluster's forwarding makes), after every connection carried a
+// 32 KiB state and then stayed quiet. Per node and peer: one client end
+// and one server end, beyond the servers' own fixed cost. Small meshes are
+// repeated to measure at least 64 peers. Without memberlist and the node's
+// breakers, whose background churn is larger than what is measured.
+func TestQuietMeshCost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for the idle step")
+	}
+	for _, n := range []int{2, 8, 16} {
+		copies := (64 + n*(n-1) - 1) / (n * (n - 1))
+		pairs := copies * n * (n - 1)
+		servers := make([]*Server, copies*n)
+		for i := range servers {
+			servers[i] = Serve(listen(t), ServerConfig{Secret: secret, Handler: &truthHandler{}, IdleTimeout: 4 * time.Second})
+		}
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		var clients []*Client
+		for m := range copies {
+			mesh := servers[m*n : (m+1)*n]
+			for i := range mesh {
+				for j := range mesh {
+					if i == j {
+						continue
+					}
+					c := NewClient(ClientConfig{Addr: mesh[j].Addr().String(), Secret: secret, Timeout: 5 * time.Second})
+					clients = append(clients, c)
+					r := Request{Op: OpStates, States: []Item{{Key: fmt.Sprint(i), Value: make([]byte, 32<<10)}}}
+					if _, err := c.Do(context.Background(), &r); err != nil {
+						t.Fatal(err)
+					}
+					if _, err := c.Do(context.Background(), &Request{Op: OpAllow, Key: "k", Rule: rule, N: 1}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
+		waitFor(t, func() bool {
+			drops := uint64(0)
+			for _, s := range servers {
+				drops += s.idleDrops.Load()
+			}
+			return drops >= uint64(pairs)
+		})
+		for _, c := range clients {
+			waitFor(t, func() bool { return c.quietFor() > 0 })
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		per := float64(int64(after.HeapInuse+after.StackInuse)-int64(before.HeapInuse+before.StackInuse)) / float64(pairs)
+		t.Logf("%2d nodes: a quiet peer costs %.1f KiB (heap and stacks, both ends; %d peers measured)", n, per/1024, pairs)
+		for _, c := range clients {
+			c.Close()
+		}
+		for _, s := range servers {
+			s.Close()
+		}
+		if !raceEnabled && per > 32<<10 {
+			t.Errorf("%d nodes: a quiet peer costs %.1f KiB, want ≤ 32 KiB", n, per/1024)
+		}
+	}
+}
+
 var _ = ringlimit.Peer

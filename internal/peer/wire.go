@@ -157,6 +157,7 @@ type reader struct {
 	idleStep    time.Duration
 	idleTimeout time.Duration
 	onIdle      func() // called when the buffer is dropped for idleness
+	wake        bool   // a deadline wakes the reader to drop its buffer (clients)
 
 	buf       []byte // buf[r:w] is buffered input
 	r, w      int
@@ -269,17 +270,22 @@ func (rd *reader) fill(k int) error {
 	return nil
 }
 
-// idle handles an idle step that passed with nothing buffered: if nothing
-// arrived during it either, the buffer is dropped, and after idleTimeout
-// the connection is given up. Until something arrives, the reader reads
-// into a few bytes of its own.
+// idle handles a read deadline that passed with nothing buffered. With an
+// idle step: if nothing arrived during the step either, the buffer is
+// dropped, and after idleTimeout the connection is given up. With wake (a
+// client's reader, whose idle timer sets a deadline to wake it): the buffer
+// is dropped at once. Until something arrives, the reader then reads into
+// a few bytes of its own.
 func (rd *reader) idle() error {
-	if rd.idleStep <= 0 {
+	switch {
+	case rd.wake:
+		_ = rd.c.SetReadDeadline(time.Time{})
+		rd.buf, rd.r, rd.w = nil, 0, 0
+	case rd.idleStep <= 0:
 		return errIdle // a deadline that is not ours
-	}
-	if rd.reads != rd.readsSeen {
+	case rd.reads != rd.readsSeen:
 		rd.readsSeen, rd.idleSteps = rd.reads, 0
-	} else {
+	default:
 		rd.idleSteps++
 		if rd.idleSteps == 1 {
 			rd.buf, rd.r, rd.w = nil, 0, 0
@@ -291,7 +297,9 @@ func (rd *reader) idle() error {
 			return errIdle
 		}
 	}
-	_ = rd.c.SetReadDeadline(time.Now().Add(rd.idleStep))
+	if rd.idleStep > 0 {
+		_ = rd.c.SetReadDeadline(time.Now().Add(rd.idleStep))
+	}
 	if rd.buf != nil {
 		return nil
 	}
@@ -309,6 +317,10 @@ func (rd *reader) idle() error {
 		}
 		if !errors.Is(err, os.ErrDeadlineExceeded) {
 			return err
+		}
+		if rd.wake {
+			_ = rd.c.SetReadDeadline(time.Time{})
+			continue
 		}
 		rd.idleSteps++
 		if time.Duration(rd.idleSteps)*rd.idleStep >= rd.idleTimeout {
