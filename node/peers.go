@@ -153,3 +153,13 @@ func (t *peerTable) states() map[string]failover.State {
 	}
 	return out
 }
+
+// Quick reports whether r is answered from memory at once: a plain call or
+// reset while no hand-off is under way. Hand-off steps, redirected calls
+// and calls that may first fetch a key's state are served on a worker of
+// the connection, so they delay no other call on it.
+func (h ownerHandler) Quick(r *peer.Request) bool {
+	return (r.Op == peer.OpAllow || r.Op == peer.OpReset) && r.From == "" && h.n.mode.Load() == 0
+}
+
+var _ peer.Quick = ownerHandler{}

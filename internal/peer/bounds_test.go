@@ -35,8 +35,12 @@ func (h *keyedBlocker) Serve(ctx context.Context, r *Request) Result {
 	return Result{Decision: truth(r.Key)}
 }
 
+// Quick: every request but those on "slow" is served on the reader.
+func (h *keyedBlocker) Quick(r *Request) bool { return !h.all && r.Key != "slow" }
+
 // A slow request does not delay another key's answer on the same
-// connection.
+// connection, whether that answer is served on the reader (Quick) or on a
+// worker.
 func TestSlowRequestDoesNotBlockTheConnection(t *testing.T) {
 	h := &keyedBlocker{release: make(chan struct{})}
 	s := Serve(listen(t), ServerConfig{Secret: secret, Handler: h})
@@ -55,11 +59,25 @@ func TestSlowRequestDoesNotBlockTheConnection(t *testing.T) {
 			t.Fatalf("call %d behind a slow one: %+v, %v", i, res, err)
 		}
 	}
-	if h.held.Load() != 1 {
-		t.Fatal("the slow request finished early")
+	// A second slow request is served beside the first, and quick ones
+	// beside both.
+	slow2 := make(chan error, 1)
+	go func() {
+		_, err := c.Do(context.Background(), &Request{Op: OpAllow, Key: "slow", Rule: rule, N: 1})
+		slow2 <- err
+	}()
+	waitFor(t, func() bool { return h.held.Load() == 2 })
+	if _, err := c.DoTimeout(context.Background(), &Request{Op: OpAllow, Key: "fast", Rule: rule, N: 1}, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if h.held.Load() != 2 {
+		t.Fatal("a slow request finished early")
 	}
 	close(h.release)
 	if err := <-slow; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-slow2; err != nil {
 		t.Fatal(err)
 	}
 }

@@ -24,6 +24,15 @@ type Handler interface {
 	Serve(ctx context.Context, r *Request) Result
 }
 
+// Quick is implemented by a Handler that can tell which requests it answers
+// at once, from memory, without waiting on anything. The connection's
+// reader serves those itself, in order, and answers a burst of them in one
+// write; it hands every other request to a worker. A Handler that is not a
+// Quick has every request served on a worker.
+type Quick interface {
+	Quick(r *Request) bool
+}
+
 // LimiterHandler serves requests from a ringlimit.Limiter.
 type LimiterHandler struct{ Limiter ringlimit.Limiter }
 
@@ -337,6 +346,10 @@ func (sc *sconn) run() {
 			sc.failed(err)
 			return
 		}
+		if q, ok := s.cfg.Handler.(Quick); ok && q.Quick(&req) {
+			sc.serveQuick(id, &req)
+			continue
+		}
 		size := len(body)
 		sc.mu.Lock()
 		for sc.inflight > 0 && sc.inflight+size > s.cfg.MaxInFlightBytes {
@@ -366,6 +379,24 @@ func (sc *sconn) run() {
 			}
 			break
 		}
+	}
+}
+
+// serveQuick serves a quick request on the reader and queues its answer,
+// writing it with whatever is queued unless another record is already
+// buffered (its answer can leave in the same write).
+func (sc *sconn) serveQuick(id uint64, req *Request) {
+	res := sc.s.cfg.Handler.Serve(sc.s.ctx, req)
+	sc.wr.mu.Lock()
+	st := sc.wr.begin()
+	sc.wr.buf = appendResult(sc.wr.buf, id, &res)
+	sc.wr.end(st)
+	if sc.rd.buffered() {
+		sc.wr.mu.Unlock()
+		return
+	}
+	if err := sc.wr.flush(sc.nc, sc.s.cfg.BodyTimeout); err != nil {
+		sc.nc.Close() // the reader sees it and stops
 	}
 }
 

@@ -219,6 +219,12 @@ func openRecord(open *sealer, rec []byte) (typ byte, id uint64, body []byte, err
 	return typ, id, p[headerLen:], nil
 }
 
+// buffered reports whether a whole record is buffered.
+func (rd *reader) buffered() bool {
+	n := rd.w - rd.r
+	return n >= 4 && n-4 >= int(binary.BigEndian.Uint32(rd.buf[rd.r:]))
+}
+
 // fill reads until k bytes are buffered.
 func (rd *reader) fill(k int) error {
 	if rd.w-rd.r >= k {
