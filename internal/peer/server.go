@@ -323,7 +323,8 @@ type job struct {
 }
 
 // workerIdle is how long a worker waits for another request before it
-// leaves: a quiet connection keeps no worker.
+// leaves (between one and two periods): a quiet connection keeps no
+// worker.
 const workerIdle = time.Second
 
 func (sc *sconn) run() {
@@ -428,17 +429,26 @@ func (sc *sconn) work(wg *sync.WaitGroup, j job) {
 		default:
 		}
 	}()
+	// The timer is re-armed once per workerIdle, not per request: a
+	// worker leaves when it served nothing for a whole period.
 	t := time.NewTimer(workerIdle)
 	defer t.Stop()
 	for {
 		sc.serveOne(&j)
-		t.Reset(workerIdle)
-		select {
-		case j = <-sc.jobs:
-		case <-t.C:
-			return
-		case <-sc.done:
-			return
+		served := true
+		for got := false; !got; {
+			select {
+			case j = <-sc.jobs:
+				got = true
+			case <-t.C:
+				if !served {
+					return
+				}
+				served = false
+				t.Reset(workerIdle)
+			case <-sc.done:
+				return
+			}
 		}
 	}
 }
