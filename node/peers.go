@@ -155,11 +155,16 @@ func (t *peerTable) states() map[string]failover.State {
 }
 
 // Quick reports whether r is answered from memory at once: a plain call or
-// reset while no hand-off is under way. Hand-off steps, redirected calls
-// and calls that may first fetch a key's state are served on a worker of
-// the connection, so they delay no other call on it.
+// reset while no hand-off is under way, or during one for a key whose state
+// is already here. Hand-off steps, redirected calls and calls that may
+// first fetch a key's state are served on a worker of the connection, so
+// they delay no other call on it.
 func (h ownerHandler) Quick(r *peer.Request) bool {
-	return (r.Op == peer.OpAllow || r.Op == peer.OpReset) && r.From == "" && h.n.mode.Load() == 0
+	if (r.Op != peer.OpAllow && r.Op != peer.OpReset) || r.From != "" {
+		return false
+	}
+	m := h.n.mode.Load()
+	return m == 0 || m&modeLeaving == 0 && h.n.local.Has(r.Key)
 }
 
 var _ peer.Quick = ownerHandler{}

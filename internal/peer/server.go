@@ -310,6 +310,7 @@ type sconn struct {
 	done    chan struct{} // closed when the reader stops: idle workers leave
 	freed   chan struct{} // a worker left
 	workers atomic.Int32
+	active  atomic.Bool // the reader is working through buffered requests
 
 	mu       sync.Mutex // guards inflight
 	cond     sync.Cond
@@ -337,7 +338,11 @@ func (sc *sconn) run() {
 	}()
 	sc.rd.start()
 	for {
+		if !sc.rd.buffered() {
+			sc.endBurst() // about to wait for input: write the answers queued
+		}
 		typ, id, body, err := sc.rd.next()
+		sc.active.Store(true)
 		if err != nil {
 			sc.failed(err)
 			return
@@ -355,7 +360,12 @@ func (sc *sconn) run() {
 		sc.mu.Lock()
 		for sc.inflight > 0 && sc.inflight+size > s.cfg.MaxInFlightBytes {
 			s.readerWaits.Add(1)
-			sc.cond.Wait()
+			sc.mu.Unlock()
+			sc.endBurst()
+			sc.mu.Lock()
+			if sc.inflight > 0 && sc.inflight+size > s.cfg.MaxInFlightBytes {
+				sc.cond.Wait()
+			}
 		}
 		sc.inflight += size
 		sc.mu.Unlock()
@@ -373,6 +383,7 @@ func (sc *sconn) run() {
 				break
 			}
 			s.readerWaits.Add(1)
+			sc.endBurst()
 			select {
 			case sc.jobs <- j:
 			case <-sc.freed:
@@ -383,16 +394,25 @@ func (sc *sconn) run() {
 	}
 }
 
-// serveQuick serves a quick request on the reader and queues its answer,
-// writing it with whatever is queued unless another record is already
-// buffered (its answer can leave in the same write).
+// serveQuick serves a quick request on the reader and queues its answer:
+// the reader writes it at the end of its burst.
 func (sc *sconn) serveQuick(id uint64, req *Request) {
 	res := sc.s.cfg.Handler.Serve(sc.s.ctx, req)
 	sc.wr.mu.Lock()
 	st := sc.wr.begin()
 	sc.wr.buf = appendResult(sc.wr.buf, id, &res)
 	sc.wr.end(st)
-	if sc.rd.buffered() {
+	sc.wr.mu.Unlock()
+}
+
+// endBurst marks the reader as no longer working through buffered
+// requests, and writes the answers queued meanwhile: while a burst lasts,
+// answers (the reader's and the workers') are queued, so that a burst of
+// requests is answered in few writes; after it, a worker writes its own.
+func (sc *sconn) endBurst() {
+	sc.active.Store(false)
+	sc.wr.mu.Lock()
+	if len(sc.wr.buf) == 0 {
 		sc.wr.mu.Unlock()
 		return
 	}
@@ -460,7 +480,9 @@ func (sc *sconn) serveOne(j *job) {
 	st := sc.wr.begin()
 	sc.wr.buf = appendResult(sc.wr.buf, j.id, &res)
 	sc.wr.end(st)
-	if err := sc.wr.flush(sc.nc, sc.s.cfg.BodyTimeout); err != nil {
+	if sc.active.Load() {
+		sc.wr.mu.Unlock() // the reader writes it at the end of its burst
+	} else if err := sc.wr.flush(sc.nc, sc.s.cfg.BodyTimeout); err != nil {
 		sc.nc.Close() // the reader sees it and stops
 	}
 	sc.mu.Lock()
