@@ -13,13 +13,13 @@ import (
 	"github.com/ringlimit/ringlimit/internal/logsum"
 )
 
-// Handler serves forwarded requests and hand-off steps. It is called on a
-// worker of the connection, up to ServerConfig.MaxInFlight requests at once
-// per connection, so a slow request (a hand-off pull, a slow store load)
-// delays no other request; it must still not block for long: the owner
-// decides from its own state (one hop, never forwarded again; a hand-off
-// pull of the key's state, bounded by a timeout, is not a forwarded
-// decision).
+// Handler serves forwarded requests and hand-off steps. A request the
+// Handler reports Quick is served on the connection's reader; every other
+// on a worker of the connection, up to ServerConfig.MaxInFlight at once, so
+// a slow request (a hand-off pull, a slow store load) delays no other. It
+// must still not block for long: the owner decides from its own state (one
+// hop, never forwarded again; a hand-off pull of the key's state, bounded by
+// a timeout, is not a forwarded decision).
 type Handler interface {
 	Serve(ctx context.Context, r *Request) Result
 }
