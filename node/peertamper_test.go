@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"sync/atomic"
@@ -19,12 +20,13 @@ type tamperNetwork struct {
 	*nodetest.Network
 	from   string
 	sealed bool
+	armed  atomic.Bool
 	fired  atomic.Bool
 }
 
 func (nw *tamperNetwork) DialPeer(ctx context.Context, from, to, addr string) (net.Conn, error) {
 	c, err := nw.Network.DialPeer(ctx, from, to, addr)
-	if err != nil || from != nw.from || !nw.fired.CompareAndSwap(false, true) {
+	if err != nil || from != nw.from || !nw.armed.Load() || !nw.fired.CompareAndSwap(false, true) {
 		return c, err
 	}
 	// The server's greeting and proof, then records of 4 + 14 + 43 (+ 16
@@ -72,6 +74,12 @@ func TestTamperedAnswerNeverDecides(t *testing.T) {
 				cfg.Network = tn
 			})
 			a, o := c.Nodes[0], c.Nodes[1]
+			// The link works; then it is cut and healed, and the next
+			// connection is the tampered one.
+			awaitPeerDecision(t, a, keysOwnedBy(a, o.Name(), 1)[0])
+			tn.armed.Store(true)
+			tn.Drop(a.Name(), o.Name())
+			tn.Heal()
 			altered, elsewhere := tamperCalls(t, a, o)
 			st := a.Stats()
 			t.Logf("altered %d, decided elsewhere %d, stats %+v", altered, elsewhere, st.Peer)
@@ -107,4 +115,25 @@ func tamperCalls(t *testing.T, a, o *node.Node) (altered, elsewhere int) {
 		}
 	}
 	return altered, elsewhere
+}
+
+// awaitPeerDecision calls nd on key until its owner decides it: under load
+// the first dial and handshake may take longer than the forward timeout.
+func awaitPeerDecision(t *testing.T, nd *node.Node, key string) {
+	t.Helper()
+	rule := ringlimit.Rule{Limit: 1 << 40, Window: time.Second}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		d, err := nd.Allow(ctx, key, rule)
+		if err == nil && d.Source == ringlimit.Peer {
+			return
+		}
+		if errors.Is(err, ringlimit.ErrInvalidRule) {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no decision by the owner in 20 s: %+v, %v", d, err)
+		}
+		time.Sleep(10 * time.Millisecond) // polling, with a deadline
+	}
 }

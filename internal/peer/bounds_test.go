@@ -187,23 +187,46 @@ func TestCapsRefuseAtOnceAndSummarise(t *testing.T) {
 		t.Fatalf("%d log lines for 50 refusals, want a line and a summary: %q", len(lines), lines)
 	}
 
-	// Half-open handshakes fill the handshake cap; the next connection is
-	// closed at once.
-	s = Serve(listen(t), ServerConfig{Secret: secret, Handler: &truthHandler{}, MaxHandshakes: 2})
+	// Half-open handshakes from one address fill a quarter of the
+	// handshake slots, and from several addresses all of them; beyond
+	// either, the next connection is closed at once.
+	s = Serve(listen(t), ServerConfig{Secret: secret, Handler: &truthHandler{}, MaxHandshakes: 8})
 	defer s.Close()
-	for range 2 {
-		nc, err := net.Dial("tcp", s.Addr().String())
+	from := func(ip string) net.Conn {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+		nc, err := d.Dial("tcp", s.Addr().String())
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer nc.Close()
+		t.Cleanup(func() { nc.Close() })
+		return nc
+	}
+	greeted := func(nc net.Conn) bool {
+		nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		n, _ := io.ReadFull(nc, make([]byte, len(magic)+1+nonceLen+1))
+		return n > 0
+	}
+	for range 2 {
+		from("127.0.0.2")
 	}
 	waitFor(t, func() bool { return s.Stats().Handshakes == 2 })
-	if !closedAtOnce(t, s) {
+	if greeted(from("127.0.0.2")) {
+		t.Fatal("a third half-open handshake from one address was served")
+	}
+	if !greeted(from("127.0.0.3")) {
+		t.Fatal("another address was refused while the handshake slots had room")
+	}
+	for _, ip := range []string{"127.0.0.3", "127.0.0.4", "127.0.0.4", "127.0.0.5"} {
+		from(ip)
+	}
+	waitFor(t, func() bool { return s.Stats().Handshakes == 7 })
+	from("127.0.0.5")
+	waitFor(t, func() bool { return s.Stats().Handshakes == 8 })
+	if greeted(from("127.0.0.6")) {
 		t.Fatal("a connection over MaxHandshakes was served")
 	}
-	if st := s.Stats(); st.RefusedHandshakes != 1 {
-		t.Fatalf("stats %+v", st)
+	if st := s.Stats(); st.RefusedHandshakes != 2 {
+		t.Fatalf("stats %+v, want 2 refused in the handshake", st)
 	}
 }
 

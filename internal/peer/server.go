@@ -57,8 +57,9 @@ type ServerConfig struct {
 	// MaxConns bounds the authenticated connections. A connection accepted
 	// beyond it is closed at once, before anything is read. If zero, 1024.
 	MaxConns int
-	// MaxHandshakes bounds the connections still in the handshake; beyond
-	// it, a new connection is closed at once. If zero, 32.
+	// MaxHandshakes bounds the connections still in the handshake, and a
+	// quarter of it those from one IP address; beyond either, a new
+	// connection is closed at once. If zero, 32.
 	MaxHandshakes int
 	// BodyTimeout bounds the wait for the rest of a record once its first
 	// byte has arrived. If zero, 2 s.
@@ -108,6 +109,7 @@ type Server struct {
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
+	perIP  map[string]int // connections in the handshake by remote IP
 	closed bool
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -147,7 +149,7 @@ func Serve(ln net.Listener, cfg ServerConfig) *Server {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, ln: ln, ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{},
-		log: logsum.New(cfg.Logger, cfg.LogInterval)}
+		perIP: map[string]int{}, log: logsum.New(cfg.Logger, cfg.LogInterval)}
 	s.wg.Add(2)
 	go s.accept()
 	go s.flushLog()
@@ -249,18 +251,38 @@ func (s *Server) accept() {
 				"max", s.cfg.MaxConns, "remote", c.RemoteAddr().String())
 			continue
 		}
+		ip := remoteIP(c)
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
 			c.Close()
 			return
 		}
+		if s.perIP[ip] >= max(1, s.cfg.MaxHandshakes/4) {
+			// One source may hold a quarter of the handshake slots, so
+			// that a flood from one address leaves room for the peers.
+			s.mu.Unlock()
+			c.Close()
+			s.refusedHandshakes.Add(1)
+			s.log.Warn("peer: refused: handshakes", "peer: refused connections: too many in the handshake",
+				"max", s.cfg.MaxHandshakes, "remote", c.RemoteAddr().String())
+			continue
+		}
+		s.perIP[ip]++
 		s.conns[c] = struct{}{}
 		s.nHandshakes.Add(1)
 		s.wg.Add(1)
 		s.mu.Unlock()
 		go s.serve(c)
 	}
+}
+
+// remoteIP is c's remote IP address, "" if it has none.
+func remoteIP(c net.Conn) string {
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		return string(a.IP.To16())
+	}
+	return ""
 }
 
 // serve runs one connection: the handshake, then a reader that hands each
@@ -276,6 +298,12 @@ func (s *Server) serve(c net.Conn) {
 	}()
 	tx, rx, err := serverHandshake(c, s.cfg.Secret, s.cfg.Name, s.cfg.HandshakeTimeout)
 	s.nHandshakes.Add(-1)
+	ip := remoteIP(c)
+	s.mu.Lock()
+	if s.perIP[ip]--; s.perIP[ip] <= 0 {
+		delete(s.perIP, ip)
+	}
+	s.mu.Unlock()
 	if err != nil {
 		s.refusedAuth.Add(1)
 		s.log.Warn("peer: refused: handshake", "peer: refused connections: handshake failed",
