@@ -238,15 +238,15 @@ func (s *Server) accept() {
 		// Over a cap: close before reading anything, so a flood costs
 		// an accept and a close, and no goroutine.
 		if s.nHandshakes.Load() >= int64(s.cfg.MaxHandshakes) {
+			s.refusedHandshakes.Add(1) // counted before the peer sees the close
 			c.Close()
-			s.refusedHandshakes.Add(1)
 			s.log.Warn("peer: refused: handshakes", "peer: refused connections: too many in the handshake",
 				"max", s.cfg.MaxHandshakes, "remote", c.RemoteAddr().String())
 			continue
 		}
 		if s.nConns.Load() >= int64(s.cfg.MaxConns) {
-			c.Close()
 			s.refusedCap.Add(1)
+			c.Close()
 			s.log.Warn("peer: refused: cap", "peer: refused connections: MaxConns reached",
 				"max", s.cfg.MaxConns, "remote", c.RemoteAddr().String())
 			continue
@@ -262,8 +262,8 @@ func (s *Server) accept() {
 			// One source may hold a quarter of the handshake slots, so
 			// that a flood from one address leaves room for the peers.
 			s.mu.Unlock()
+			s.refusedHandshakes.Add(1) // counted before the peer sees the close
 			c.Close()
-			s.refusedHandshakes.Add(1)
 			s.log.Warn("peer: refused: handshakes", "peer: refused connections: too many in the handshake",
 				"max", s.cfg.MaxHandshakes, "remote", c.RemoteAddr().String())
 			continue
