@@ -168,7 +168,7 @@ func closedAtOnce(t *testing.T, s *Server) bool {
 // a summary, not one line each.
 func TestCapsRefuseAtOnceAndSummarise(t *testing.T) {
 	logs := &lineCounter{}
-	s := Serve(listen(t), ServerConfig{Secret: secret, Handler: &truthHandler{}, MaxConns: 2, MaxHandshakes: 2,
+	s := Serve(listen(t), ServerConfig{Secret: secret, Handler: &truthHandler{}, MaxConns: 2,
 		Logger: slog.New(logs), LogInterval: time.Hour})
 	rawConn(t, s)
 	rawConn(t, s)
