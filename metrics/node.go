@@ -70,8 +70,6 @@ var nodeFamilies = []family{
 		prometheus.CounterValue, func(s *snapshot) uint64 { return s.Redirects }),
 	one("ringlimit_served_total", "Calls this node decided for its peers, as their keys' owner.",
 		prometheus.CounterValue, func(s *snapshot) uint64 { return s.Served }),
-	one("ringlimit_store_breaker_state", "State of the store's circuit breaker: 0 closed, 1 half-open, 2 open.",
-		prometheus.GaugeValue, func(s *snapshot) uint64 { return uint64(s.Store.State) }),
 	one("ringlimit_store_breaker_opens_total", "Times the store's circuit breaker opened.",
 		prometheus.CounterValue, func(s *snapshot) uint64 { return s.Store.Opens }),
 	one("ringlimit_store_errors_total", "Store calls that failed with an error.",
@@ -84,6 +82,23 @@ var nodeFamilies = []family{
 			{failover.Closed.String(), func(s *snapshot) uint64 { return s.Store.FallbackClosed }},
 			{failover.LocalShare.String(), func(s *snapshot) uint64 { return s.Store.FallbackLocalShare }},
 		}},
+	{name: "ringlimit_peer_conns", help: "Peer connections open on this node's listener: authenticated, or still in the handshake.",
+		typ: prometheus.GaugeValue, label: "state", series: []series{
+			{"authenticated", func(s *snapshot) uint64 { return uint64(max(s.Peer.Conns, 0)) }},
+			{"handshake", func(s *snapshot) uint64 { return uint64(max(s.Peer.Handshakes, 0)) }},
+		}},
+	{name: "ringlimit_peer_refused_total", help: "Peer connections the listener closed: cap (over MaxPeerConns) and handshake (over the handshake cap) before reading anything; auth (failed or timed-out handshake).",
+		typ: prometheus.CounterValue, label: "cause", series: []series{
+			{"cap", func(s *snapshot) uint64 { return s.Peer.RefusedCap }},
+			{"handshake", func(s *snapshot) uint64 { return s.Peer.RefusedHandshake }},
+			{"auth", func(s *snapshot) uint64 { return s.Peer.RefusedAuth }},
+		}},
+	one("ringlimit_peer_rejected_frames_total", "Peer records that failed to open or parse (modified, replayed, dropped or reordered on the path, or a fault); each closed its connection.",
+		prometheus.CounterValue, func(s *snapshot) uint64 { return s.Peer.RejectedFrames }),
+	one("ringlimit_peer_body_timeouts_total", "Peer connections closed because a record stalled after its first byte.",
+		prometheus.CounterValue, func(s *snapshot) uint64 { return s.Peer.BodyTimeouts }),
+	one("ringlimit_peer_idle_closed_total", "Peer connections closed for idleness.",
+		prometheus.CounterValue, func(s *snapshot) uint64 { return s.Peer.IdleClosed }),
 	one("ringlimit_members", "Live members of the cluster as this node sees them, itself included.",
 		prometheus.GaugeValue, func(s *snapshot) uint64 { return uint64(len(s.members)) }),
 	one("ringlimit_keys", "Keys whose state this node holds: the keys it owns.",
@@ -126,12 +141,13 @@ var resultNames = [...]string{node.ResultAllowed: "allowed", node.ResultDenied: 
 
 // nodeCollector reads a node's counters at scrape time.
 type nodeCollector struct {
-	n         *node.Node
-	fams      []*prometheus.Desc // one per nodeFamilies entry
-	decisions *prometheus.Desc
-	latency   *prometheus.Desc
-	peerState *prometheus.Desc
-	bounds    []float64 // the latency buckets' upper bounds, in seconds
+	n          *node.Node
+	fams       []*prometheus.Desc // one per nodeFamilies entry
+	decisions  *prometheus.Desc
+	latency    *prometheus.Desc
+	peerState  *prometheus.Desc
+	shardState *prometheus.Desc
+	bounds     []float64 // the latency buckets' upper bounds, in seconds
 }
 
 func newNodeCollector(n *node.Node) *nodeCollector {
@@ -145,6 +161,10 @@ func newNodeCollector(n *node.Node) *nodeCollector {
 			fmt.Sprintf("Time from a call to its decision, by source. Sampled: about 1 decision in %d is timed, so _count is about 1/%d of ringlimit_decisions_total.",
 				node.LatencySampleEvery, node.LatencySampleEvery),
 			[]string{"source"}, nil),
+		shardState: prometheus.NewDesc("ringlimit_store_breaker_state",
+			"State of the store's circuit breaker: 0 closed, 1 half-open, 2 open. On Valkey Cluster one per master (shard: its address); "+
+				"shard=\"\" is the one breaker of a single server, or of keys whose master is not known yet.",
+			[]string{"shard"}, nil),
 		peerState: prometheus.NewDesc("ringlimit_peer_breaker_state",
 			"State of the circuit breaker in front of each peer: 0 closed, 1 half-open, 2 open. A member with no connection yet reports 0.",
 			[]string{"peer"}, nil),
@@ -169,6 +189,7 @@ func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.decisions
 	ch <- c.latency
 	ch <- c.peerState
+	ch <- c.shardState
 }
 
 func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
@@ -198,6 +219,12 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for m, st := range s.Peers {
 		ch <- prometheus.MustNewConstMetric(c.peerState, prometheus.GaugeValue, float64(st), m)
+	}
+	if len(s.Store.Shards) == 0 {
+		ch <- prometheus.MustNewConstMetric(c.shardState, prometheus.GaugeValue, float64(s.Store.State), "")
+	}
+	for _, sh := range s.Store.Shards {
+		ch <- prometheus.MustNewConstMetric(c.shardState, prometheus.GaugeValue, float64(sh.State), sh.Shard)
 	}
 }
 

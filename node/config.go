@@ -73,8 +73,10 @@ type Config struct {
 	// Store, if not nil, is the central store instead of a Valkey client
 	// made from ValkeyAddrs: any ringlimit.Limiter that every node shares.
 	Store ringlimit.Limiter
-	// SecretKey (16, 24 or 32 bytes) encrypts gossip and authenticates peer
-	// connections. If empty, neither: New logs a warning (for demos only).
+	// SecretKey (16, 24 or 32 bytes) encrypts gossip, authenticates peer
+	// connections and seals every frame on them (AES-256-GCM under keys
+	// derived per connection and direction). If empty, none of these: New
+	// logs a warning (for demos only).
 	SecretKey []byte
 	// Policy decides when neither the owner nor the store can answer. The
 	// zero value is failover.Open: allow.
@@ -98,6 +100,13 @@ type Config struct {
 	// sliding-log stamps (local.Config.MaxBytes: about 88 bytes a key plus
 	// the key). If zero, 256 MiB.
 	MaxBytes int64
+	// MaxPeerConns bounds the authenticated peer connections this node's
+	// listener accepts; beyond it a connection is closed at once, before
+	// anything is read (counted in Stats().Peer.RefusedCap). Each peer
+	// opens one connection for forwarded calls and, during a hand-off, one
+	// more. If zero, 1024: a full mesh of a 1,000-node cluster's forwarding
+	// connections, with room for hand-offs in flight.
+	MaxPeerConns int
 	// Network, if not nil, carries the node's traffic instead of the
 	// operating system's (package nodetest has one with faults).
 	Network Network
@@ -175,6 +184,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.WriteBehindQueue <= 0 {
 		c.WriteBehindQueue = 1 << 16
+	}
+	if c.MaxPeerConns <= 0 {
+		c.MaxPeerConns = 1024
 	}
 	if c.HandoffWindow <= 0 {
 		c.HandoffWindow = 10 * time.Second

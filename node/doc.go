@@ -9,7 +9,7 @@
 //     it decides from its own memory (package local). Source Local; about
 //     130 ns, no allocation.
 //  2. A peer owns it: the call is forwarded over a persistent, authenticated
-//     connection that carries many calls at once (package node/peer). The
+//     connection that carries many calls at once (package internal/peer). The
 //     peer decides from its own memory and never forwards again (one hop),
 //     so two nodes with different views of the ring cannot bounce a call.
 //     Source Peer.
@@ -84,7 +84,14 @@
 //
 // SecretKey encrypts gossip (AES-GCM, memberlist) and authenticates every
 // peer connection with a challenge–response (HMAC-SHA256) in both directions
-// before any frame is served. A node without the key cannot join or forward.
+// before any frame is served; every frame after it is sealed (AES-256-GCM
+// under keys derived per connection and direction, with counter nonces), so
+// a frame modified, replayed, dropped or reordered on the way closes the
+// connection and its calls go on as for a dead peer. A node without the key
+// cannot join or forward. The peer listener bounds what anyone can make it
+// spend: MaxPeerConns authenticated connections, a small number in the
+// handshake, deadlines on handshakes, records and idle connections (counted
+// in Stats().Peer).
 //
 // # Lifecycle
 //

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/ringlimit/ringlimit"
+	"github.com/ringlimit/ringlimit/internal/peer"
 	"github.com/ringlimit/ringlimit/internal/testclock"
 	"github.com/ringlimit/ringlimit/local"
-	"github.com/ringlimit/ringlimit/node/peer"
 )
 
 // The hand-off table is the one place that says who holds a key: a key

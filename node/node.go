@@ -11,8 +11,8 @@ import (
 
 	"github.com/ringlimit/ringlimit"
 	"github.com/ringlimit/ringlimit/failover"
+	"github.com/ringlimit/ringlimit/internal/peer"
 	"github.com/ringlimit/ringlimit/local"
-	"github.com/ringlimit/ringlimit/node/peer"
 	"github.com/ringlimit/ringlimit/ring"
 )
 
@@ -71,7 +71,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	if len(cfg.SecretKey) == 0 {
-		cfg.Logger.Warn("node: no SecretKey: gossip is not encrypted and peers are not authenticated; for demos only", "node", cfg.Name)
+		cfg.Logger.Warn("node: no SecretKey: gossip is not encrypted, peers are not authenticated and the peer link is in clear; for demos only", "node", cfg.Name)
 	}
 	n := &Node{
 		cfg:      cfg,
@@ -106,10 +106,11 @@ func New(cfg Config) (*Node, error) {
 
 	// Serve before joining: peers may forward as soon as they see us.
 	n.server = peer.Serve(ln, peer.ServerConfig{
-		Secret:  cfg.SecretKey,
-		Name:    cfg.Name,
-		Handler: ownerHandler{n},
-		Logger:  cfg.Logger,
+		Secret:   cfg.SecretKey,
+		Name:     cfg.Name,
+		Handler:  ownerHandler{n},
+		Logger:   cfg.Logger,
+		MaxConns: cfg.MaxPeerConns,
 	})
 
 	rc, err := n.ringConfig(rpcAdvertise)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/ringlimit/ringlimit/failover"
-	"github.com/ringlimit/ringlimit/node/peer"
+	"github.com/ringlimit/ringlimit/internal/peer"
 	"github.com/ringlimit/ringlimit/ring"
 )
 
@@ -29,6 +29,24 @@ type peerTable struct {
 	mu  sync.Mutex
 	m   atomic.Pointer[map[string]*peerConn]
 	off bool // closed: no new connections
+
+	rejectedGone atomic.Uint64 // frames rejected by clients closed since
+}
+
+// rejected counts the frames this node's clients rejected.
+func (t *peerTable) rejected() uint64 {
+	n := t.rejectedGone.Load()
+	for _, pc := range *t.m.Load() {
+		n += pc.client.Stats().RejectedFrames + pc.bulk.Stats().RejectedFrames
+	}
+	return n
+}
+
+// closeConn closes pc's clients and keeps their counts.
+func (t *peerTable) closeConn(pc *peerConn) {
+	pc.client.Close()
+	pc.bulk.Close()
+	t.rejectedGone.Add(pc.client.Stats().RejectedFrames + pc.bulk.Stats().RejectedFrames)
 }
 
 func (t *peerTable) init(n *Node) {
@@ -106,8 +124,7 @@ func (t *peerTable) update(ev ring.Event) {
 	t.m.Store(&next)
 	t.mu.Unlock()
 	for _, pc := range gone {
-		pc.client.Close()
-		pc.bulk.Close()
+		t.closeConn(pc)
 	}
 	t.n.ringChanged(ev.Ring)
 	if len(ev.Joined)+len(ev.Left) > 0 {
@@ -124,8 +141,7 @@ func (t *peerTable) closeAll() {
 	t.m.Store(&map[string]*peerConn{})
 	t.mu.Unlock()
 	for _, pc := range old {
-		pc.client.Close()
-		pc.bulk.Close()
+		t.closeConn(pc)
 	}
 }
 
@@ -137,3 +153,21 @@ func (t *peerTable) states() map[string]failover.State {
 	}
 	return out
 }
+
+// Quick reports whether r is answered from memory at once: a plain call or
+// reset while no hand-off is under way, or during one for a key whose state
+// is already here. Hand-off steps, redirected calls and calls that may
+// first fetch a key's state are served on a worker of the connection, so
+// they delay no other call on it.
+func (h ownerHandler) Quick(r *peer.Request) bool {
+	if (r.Op != peer.OpAllow && r.Op != peer.OpReset) || r.From != "" {
+		return false
+	}
+	n := h.n
+	if n.holders.leaving.Load() != nil {
+		return false
+	}
+	return !n.changing.Load() || n.local.Has(r.Key)
+}
+
+var _ peer.Quick = ownerHandler{}

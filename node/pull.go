@@ -5,8 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ringlimit/ringlimit/internal/peer"
 	"github.com/ringlimit/ringlimit/local"
-	"github.com/ringlimit/ringlimit/node/peer"
 )
 
 // Pulls: a node that owns a key it holds no state for, within the hand-off

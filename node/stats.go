@@ -63,10 +63,35 @@ type Stats struct {
 	// the lookups the store did not answer.
 	Writes, WriteFailures, WriteDrops, Loads, LoadFailures uint64
 
+	// Peer is the peer link's counters.
+	Peer PeerStats
+
 	// Changing is true while the node leaves, or within HandoffWindow of a
 	// ring change (its owned keys then take a slower path that makes sure
 	// their state is here before deciding).
 	Changing bool
+}
+
+// PeerStats are the peer link's counters: the listener's connections and
+// refusals, and the frames rejected in either direction.
+type PeerStats struct {
+	// Conns is the authenticated peer connections open on the listener;
+	// Handshakes those still in the handshake.
+	Conns, Handshakes int64
+	// Refused counts the connections the listener closed, by cause:
+	// RefusedCap over MaxPeerConns and RefusedHandshake over the cap on
+	// connections in the handshake (both before reading anything),
+	// RefusedAuth failed or timed out in the handshake.
+	RefusedCap, RefusedHandshake, RefusedAuth uint64
+	// RejectedFrames counts received records that failed to open (modified,
+	// replayed, dropped before, reordered: only someone on the path without
+	// the secret, or a fault, does that) or to parse, on the listener's
+	// connections and on this node's connections to its peers. Each closed
+	// its connection; the calls in flight on it went to the store.
+	RejectedFrames uint64
+	// BodyTimeouts counts connections closed because a record stalled
+	// after its first byte; IdleClosed those closed for idleness.
+	BodyTimeouts, IdleClosed uint64
 }
 
 // Stats returns the node's counters.
@@ -90,6 +115,11 @@ func (n *Node) Stats() Stats {
 		LoadFailures:    n.stats.loadFailures.Load(),
 		Changing:        n.changing.Load() || n.holders.leaving.Load() != nil,
 	}
+	ps := n.server.Stats()
+	s.Peer = PeerStats{Conns: ps.Conns, Handshakes: ps.Handshakes, RefusedCap: ps.RefusedCap,
+		RefusedHandshake: ps.RefusedHandshakes, RefusedAuth: ps.RefusedAuth,
+		RejectedFrames: ps.RejectedFrames + n.peers.rejected(),
+		BodyTimeouts:   ps.BodyTimeouts, IdleClosed: ps.IdleClosed}
 	for i := range s.Decisions {
 		s.Decisions[i] = n.stats.decisions[i].Load()
 	}

@@ -10,7 +10,9 @@ import (
 	"github.com/ringlimit/ringlimit"
 )
 
-// The wire format. After the handshake (auth.go) both sides exchange frames:
+// The frame format. After the handshake (auth.go) both sides exchange
+// frames, each in one record (wire.go), sealed when the cluster has a
+// secret:
 //
 //	header: version u8 | type u8 | body length u32 | request id u64   (14 bytes, big endian)
 //	body:   by type, below
@@ -20,7 +22,9 @@ import (
 // version, an unknown type, a body over MaxBody or a body that does not parse
 // closes the connection.
 const (
-	Version   = 1
+	// Version is the highest protocol version this package speaks: the
+	// handshake's and the frames'.
+	Version   = 2
 	headerLen = 14
 	// MaxBody is the largest body accepted: a request with a key of
 	// ringlimit.MaxKeyLen bytes, with room to spare.
@@ -282,11 +286,36 @@ func appendResult(b []byte, id uint64, r *Result) []byte {
 		allowed = 1
 	}
 	b = append(b, code, allowed, byte(d.Source))
-	for _, v := range [...]int64{d.Limit, d.Remaining, int64(d.RetryAfter / time.Millisecond),
-		int64(d.ResetAfter / time.Millisecond), int64(d.Delay / time.Millisecond)} {
+	for _, v := range [...]int64{d.Limit, d.Remaining, msCeil(d.RetryAfter), msCeil(d.ResetAfter), msCeil(d.Delay)} {
 		b = binary.BigEndian.AppendUint64(b, uint64(v))
 	}
 	return append(b, tail...)
+}
+
+// msCeil is d in whole milliseconds, rounded up (a Decision's durations are
+// whole milliseconds already, except the largest Duration, which a
+// saturated duration is: it travels as one more millisecond than fits, and
+// saturates again on arrival).
+func msCeil(d time.Duration) int64 {
+	ms := int64(d / time.Millisecond)
+	if d%time.Millisecond > 0 {
+		ms++
+	}
+	return ms
+}
+
+// fromMs is the Duration of ms milliseconds, saturated: a count of
+// milliseconds too large for a Duration is the largest Duration, and a
+// negative one is zero. A long wait is an answer, not a fault: the caller
+// gets it and the connection stays up.
+func fromMs(ms int64) time.Duration {
+	switch {
+	case ms <= 0:
+		return 0
+	case ms > math.MaxInt64/int64(time.Millisecond):
+		return math.MaxInt64
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 func parseResult(body []byte) (Result, error) {
@@ -294,10 +323,10 @@ func parseResult(body []byte) (Result, error) {
 		return Result{}, fmt.Errorf("%w: result of %d bytes", ErrMalformed, len(body))
 	}
 	u := func(i int) int64 { return int64(binary.BigEndian.Uint64(body[3+8*i:])) }
-	ms := func(i int) time.Duration { return time.Duration(u(i)) * time.Millisecond }
-	for i := range 5 {
-		// Counts are never negative, and durations must fit a Duration.
-		if v := u(i); v < 0 || (i >= 2 && v > math.MaxInt64/int64(time.Millisecond)) {
+	ms := func(i int) time.Duration { return fromMs(u(i)) }
+	for i := range 2 {
+		// Counts are never negative.
+		if v := u(i); v < 0 {
 			return Result{}, fmt.Errorf("%w: result field %d is %d", ErrMalformed, i, v)
 		}
 	}

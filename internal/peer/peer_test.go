@@ -1,9 +1,12 @@
 package peer
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
+	"math"
 	"net"
 	"reflect"
 	"sync"
@@ -134,10 +137,10 @@ func TestAuthentication(t *testing.T) {
 	}
 	defer nc.Close()
 	frame := appendRequest(nil, 1, &Request{Op: OpAllow, Key: "k", Rule: rule, N: 1})
-	nc.Write(append(make([]byte, len(magic)+nonceLen+32), frame...))
+	nc.Write(append(make([]byte, len(magic)+1+nonceLen+32), frame...))
 	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
 	got, _ := io.ReadAll(nc)
-	if greeting := len(magic) + nonceLen + 1; len(got) != greeting {
+	if greeting := len(magic) + 1 + nonceLen + 1; len(got) != greeting {
 		t.Fatalf("unauthenticated connection got %d bytes, want only the server's %d-byte greeting", len(got), greeting)
 	}
 }
@@ -160,17 +163,28 @@ func TestHandshakeChecksTheName(t *testing.T) {
 	}
 }
 
-// rawConn returns an authenticated raw connection to s.
-func rawConn(t *testing.T, s *Server) net.Conn {
+// rawConn returns an authenticated raw connection to s, with the sealer
+// of what it sends.
+func rawConn(t *testing.T, s *Server) (net.Conn, *sealer) {
 	nc, err := net.Dial("tcp", s.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { nc.Close() })
-	if err := clientHandshake(nc, secret, "", time.Second); err != nil {
+	tx, _, err := clientHandshake(nc, secret, "", time.Second)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return nc
+	return nc, tx
+}
+
+// record wraps frame in a record sealed by tx (nil: in clear).
+func record(tx *sealer, frame []byte) []byte {
+	w := writer{seal: tx}
+	st := w.begin()
+	w.buf = append(w.buf, frame...)
+	w.end(st)
+	return w.buf
 }
 
 // An oversize or garbage frame closes that connection, and only that one.
@@ -181,14 +195,17 @@ func TestMalformedFramesCloseOnlyTheirConnection(t *testing.T) {
 	if _, err := good.Do(ctx, &Request{Op: OpAllow, Key: "k", Rule: rule, N: 1}); err != nil {
 		t.Fatal(err)
 	}
-	oversize := appendHeader(nil, typeAllow, 1, MaxBody+1)
+	oversize := append(appendHeader(nil, typeAllow, 1, MaxBody+1), make([]byte, MaxBody+1)...)
 	badVersion := append([]byte{9}, make([]byte, headerLen-1)...)
 	badType := appendHeader(nil, 77, 1, 0)
 	short := appendHeader(nil, typeAllow, 1, 3)
 	short = append(short, 1, 2, 3)
-	for name, frame := range map[string][]byte{"oversize": oversize, "version": badVersion, "type": badType, "short body": short} {
-		nc := rawConn(t, s)
-		nc.Write(frame)
+	lying := appendHeader(nil, typeReset, 1, 5) // says 5 bytes, carries 1
+	lying = append(lying, 'k')
+	for name, frame := range map[string][]byte{"oversize": oversize, "version": badVersion, "type": badType,
+		"short body": short, "length": lying} {
+		nc, tx := rawConn(t, s)
+		nc.Write(record(tx, frame))
 		nc.SetReadDeadline(time.Now().Add(5 * time.Second))
 		if n, err := nc.Read(make([]byte, 64)); err == nil {
 			t.Errorf("%s: connection still open, read %d bytes", name, n)
@@ -211,7 +228,7 @@ func TestTimeout(t *testing.T) {
 			return
 		}
 		defer c.Close()
-		if serverHandshake(c, secret, "", time.Second) == nil {
+		if _, _, err := serverHandshake(c, secret, "", time.Second); err == nil {
 			io.Copy(io.Discard, c)
 		}
 	}()
@@ -365,43 +382,138 @@ func TestFrameRoundTrip(t *testing.T) {
 	}
 }
 
+// fuzzConn is a byte stream whose deadlines do nothing.
+type fuzzConn struct{ *bytes.Reader }
+
+func (fuzzConn) SetReadDeadline(time.Time) error { return nil }
+
+// fuzzKeys are a fixed pair of sealers for the fuzz target.
+func fuzzKeys() (tx, rx *sealer) {
+	k := bytes.Repeat([]byte{7}, keyLen)
+	tx, _ = newSealer(k)
+	rx, _ = newSealer(k)
+	return tx, rx
+}
+
+// FuzzParse feeds b to every parser of bytes from a peer: as a frame, as
+// the frame of a sealed record opened by the record reader, and as a stream
+// of records in clear and sealed. Whatever parses round-trips; a sealed
+// stream of bytes nobody sealed never parses; nothing panics.
 func FuzzParse(f *testing.F) {
 	f.Add(appendRequest(nil, 1, &Request{Op: OpAllow, Key: "k", Rule: rule, N: 1}))
 	f.Add(appendRequest(nil, 2, &Request{Op: OpReset, Key: "k"}))
 	f.Add(appendResult(nil, 3, &Result{Decision: ringlimit.Decision{Allowed: true}}))
+	f.Add(appendResult(nil, 3, &Result{Decision: ringlimit.Decision{ResetAfter: math.MaxInt64}}))
 	f.Add(appendResult(nil, 3, &Result{MovedTo: "n2"}))
 	f.Add(appendRequest(nil, 4, &Request{Op: OpStates, States: []Item{{"k", []byte{1}}}}))
 	f.Add(appendRequest(nil, 5, &Request{Op: OpAllow, Key: "k", Rule: rule, N: 1, From: "n1"}))
+	f.Add(record(nil, appendRequest(nil, 6, &Request{Op: OpReset, Key: "k"})))
+	tx, _ := fuzzKeys()
+	f.Add(record(tx, appendRequest(nil, 7, &Request{Op: OpReset, Key: "k"})))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if len(b) < headerLen {
-			return
-		}
-		typ, _, n, err := parseHeader(b[:headerLen])
-		if err != nil {
-			return
-		}
-		body := b[headerLen:]
-		if n > len(body) {
-			return
-		}
-		body = body[:n]
-		if typ == typeResult {
-			r, err := parseResult(body)
-			if err == nil && r.Err == nil {
-				again, err := parseResult(appendResult(nil, 0, &r)[headerLen:])
-				if err != nil || !reflect.DeepEqual(again, r) {
-					t.Fatalf("result does not round-trip: %+v → %+v, %v", r, again, err)
+		checkFrame(t, b)
+
+		// b sealed as one record opens to b, and parses as b does.
+		tx, rx := fuzzKeys()
+		rd := reader{c: fuzzConn{bytes.NewReader(record(tx, b))}, open: rx}
+		typ, _, body, err := rd.next()
+		if len(b) >= headerLen && len(b) <= maxRecord-tagLen {
+			if _, _, n, herr := parseHeader(b[:headerLen]); herr == nil && n == len(b)-headerLen {
+				if err != nil || typ != b[1] || !bytes.Equal(body, b[headerLen:]) {
+					t.Fatalf("a sealed frame did not open to itself: %v", err)
 				}
 			}
-			return
 		}
-		r, err := parseRequest(typ, body)
-		if err != nil {
-			return
+
+		// b as a stream of records in clear: each frame parses as above.
+		rd = reader{c: fuzzConn{bytes.NewReader(b)}}
+		for {
+			typ, id, body, err := rd.next()
+			if err != nil {
+				break
+			}
+			checkFrame(t, appendHeader(nil, typ, id, len(body)), body...)
 		}
-		// Whatever parses re-encodes to the same bytes.
-		if got := appendRequest(nil, 0, &r)[headerLen:]; string(got) != string(body) && r.Rule.Window%time.Millisecond == 0 {
-			t.Fatalf("request does not round-trip: %x → %x", body, got)
+		// b as a stream of sealed records: what opens is exactly the
+		// sealing of what it opened to.
+		tx, rx = fuzzKeys()
+		rd = reader{c: fuzzConn{bytes.NewReader(b)}, open: rx}
+		if typ, id, body, err := rd.next(); err == nil {
+			again := record(tx, append(appendHeader(nil, typ, id, len(body)), body...))
+			if !bytes.HasPrefix(b, again) {
+				t.Fatalf("bytes opened that are not the sealing of what they opened to")
+			}
 		}
 	})
 }
+
+// checkFrame parses a frame (header, then body: the rest of b and more)
+// and checks that what parses re-encodes to what it was.
+func checkFrame(t *testing.T, b []byte, more ...byte) {
+	b = append(b[:len(b):len(b)], more...)
+	if len(b) < headerLen {
+		return
+	}
+	typ, _, n, err := parseHeader(b[:headerLen])
+	if err != nil {
+		return
+	}
+	body := b[headerLen:]
+	if n > len(body) {
+		return
+	}
+	body = body[:n]
+	if typ == typeResult {
+		r, err := parseResult(body)
+		if err == nil && r.Err == nil {
+			again, err := parseResult(appendResult(nil, 0, &r)[headerLen:])
+			if err != nil || !reflect.DeepEqual(again, r) {
+				t.Fatalf("result does not round-trip: %+v → %+v, %v", r, again, err)
+			}
+		}
+		return
+	}
+	r, err := parseRequest(typ, body)
+	if err != nil {
+		return
+	}
+	// Whatever parses re-encodes to the same bytes.
+	if got := appendRequest(nil, 0, &r)[headerLen:]; string(got) != string(body) && r.Rule.Window%time.Millisecond == 0 {
+		t.Fatalf("request does not round-trip: %x → %x", body, got)
+	}
+}
+
+// A duration too large for the wire saturates to the largest Duration, in
+// both directions: the caller gets it, with no error, and the connection
+// stays up.
+func TestWireDurationsSaturate(t *testing.T) {
+	// An encoded count of milliseconds beyond a Duration (the fuzz corpus
+	// holds one too) parses, saturated.
+	b := appendResult(nil, 1, &Result{})
+	binary.BigEndian.PutUint64(b[headerLen+3+8*3:], 1<<62)
+	binary.BigEndian.PutUint64(b[headerLen+3+8*2:], uint64(math.MaxInt64))
+	r, err := parseResult(b[headerLen:])
+	if err != nil || r.Decision.ResetAfter != math.MaxInt64 || r.Decision.RetryAfter != math.MaxInt64 {
+		t.Fatalf("overflowing durations: %+v, %v", r.Decision, err)
+	}
+	// Over a real link: an owner's saturated answer arrives saturated, and
+	// the next call uses the same connection.
+	s := Serve(listen(t), ServerConfig{Secret: secret, Handler: handlerFunc(func(*Request) Result {
+		return Result{Decision: ringlimit.Decision{RetryAfter: math.MaxInt64, ResetAfter: math.MaxInt64, Delay: 3 * time.Millisecond}}
+	})})
+	defer s.Close()
+	c := newClient(t, s.Addr().String(), secret, time.Second)
+	for range 3 {
+		res, err := c.Do(context.Background(), &Request{Op: OpAllow, Key: "k", Rule: rule, N: 1})
+		if err != nil || res.Decision.RetryAfter != math.MaxInt64 || res.Decision.ResetAfter != math.MaxInt64 || res.Decision.Delay != 3*time.Millisecond {
+			t.Fatalf("%+v, %v", res.Decision, err)
+		}
+	}
+	if st := s.Stats(); st.RejectedFrames != 0 || c.Stats().RejectedFrames != 0 {
+		t.Fatalf("a saturated duration was rejected: %+v %+v", st, c.Stats())
+	}
+}
+
+type handlerFunc func(*Request) Result
+
+func (f handlerFunc) Serve(_ context.Context, r *Request) Result { return f(r) }

@@ -1,13 +1,12 @@
 package peer
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,9 +20,14 @@ var ErrClosed = errors.New("peer: client closed")
 type ClientConfig struct {
 	Addr   string // the peer's RPC address
 	Name   string // the peer's node name; if not empty, a server with another name is refused
-	Secret []byte // the cluster's secret; empty: no authentication (demos)
+	Secret []byte // the cluster's secret; empty: no authentication, frames in clear (demos)
 	// Timeout bounds each call, and the dial and handshake. If zero, 50 ms.
 	Timeout time.Duration
+	// IdleTimeout closes the connection when no call was made on it for
+	// about that long (between one and one and a half times it); the next
+	// call dials again. If zero, 1 min: less than a Server's default, so
+	// the client, not the server, closes an idle connection.
+	IdleTimeout time.Duration
 	// Dial dials the peer. If nil, net.Dialer.DialContext over TCP. Tests use
 	// it to put a fault-injecting network in between.
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
@@ -46,12 +50,28 @@ type Client struct {
 	dialMu sync.Mutex // one dial at a time
 	wg     sync.WaitGroup
 	calls  sync.Pool
+
+	rejected atomic.Uint64
 }
+
+// ClientStats are a Client's counters.
+type ClientStats struct {
+	// RejectedFrames counts records from the server that failed to open
+	// (modified, replayed, dropped before, reordered) or to parse; each
+	// closed the connection and failed the calls in flight on it.
+	RejectedFrames uint64
+}
+
+// Stats returns the client's counters.
+func (c *Client) Stats() ClientStats { return ClientStats{RejectedFrames: c.rejected.Load()} }
 
 // NewClient returns a Client for cfg.Addr. It dials on first use.
 func NewClient(cfg ClientConfig) *Client {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 50 * time.Millisecond
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = time.Minute
 	}
 	if cfg.Dial == nil {
 		var d net.Dialer
@@ -75,16 +95,16 @@ type call struct {
 
 type conn struct {
 	nc net.Conn
-
-	wmu      sync.Mutex
-	wbuf     []byte
-	spare    []byte
-	flushing bool
+	wr writer
+	rd reader
 
 	pmu     sync.Mutex
 	nextID  uint64
+	seenID  uint64 // nextID at the last idle check
 	pending map[uint64]*call
 	err     error // set once the connection broke
+	idle    *time.Timer
+	quiet   int // idle checks in a row that found no call
 }
 
 // Do sends r and waits for its result, at most the Timeout (or the
@@ -97,18 +117,32 @@ func (c *Client) Do(ctx context.Context, r *Request) (Result, error) {
 // carry more than a decision (a hand-off batch).
 func (c *Client) DoTimeout(ctx context.Context, r *Request, timeout time.Duration) (Result, error) {
 	start := time.Now()
-	cn, err := c.conn(ctx, start.Add(c.cfg.Timeout))
-	if err != nil {
-		return Result{}, err
-	}
 	cl := c.calls.Get().(*call)
-	id, err := cn.register(cl)
-	if err != nil {
-		c.calls.Put(cl)
-		return Result{}, err
+	var cn *conn
+	var id uint64
+	for {
+		var err error
+		if cn, err = c.conn(ctx, start.Add(c.cfg.Timeout)); err == nil {
+			id, err = cn.register(cl)
+		}
+		if errors.Is(err, errIdle) {
+			// Closed for idleness just now: forget it and dial again.
+			c.mu.Lock()
+			if c.cn == cn {
+				c.cn = nil
+			}
+			c.mu.Unlock()
+			continue
+		}
+		if err != nil {
+			c.calls.Put(cl)
+			return Result{}, err
+		}
+		break
 	}
 	cl.timer.Reset(timeout - time.Since(start)) // one timeout for dial, write and answer
 	cn.write(c, r, id)
+	var err error
 	select {
 	case res := <-cl.ch:
 		cl.timer.Stop()
@@ -162,7 +196,8 @@ func (c *Client) conn(ctx context.Context, deadline time.Time) (*conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("peer: dial %s: %w", c.cfg.Addr, err)
 	}
-	if err := clientHandshake(nc, c.cfg.Secret, c.cfg.Name, time.Until(deadline)); err != nil {
+	tx, rx, err := clientHandshake(nc, c.cfg.Secret, c.cfg.Name, time.Until(deadline))
+	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("peer: %s: %w", c.cfg.Addr, err)
 	}
@@ -170,9 +205,19 @@ func (c *Client) conn(ctx context.Context, deadline time.Time) (*conn, error) {
 		_ = tc.SetNoDelay(true)
 	}
 	cn = &conn{nc: nc, pending: map[uint64]*call{}}
+	cn.wr.seal = tx
+	// No read deadlines while calls are in flight: a test's fault network
+	// may delay what it carries. Idleness is the idle timer's to notice; it
+	// wakes the reader with a deadline to drop its buffer.
+	cn.rd = reader{c: nc, open: rx, wake: true}
+	step := min(time.Second, c.cfg.IdleTimeout/2)
+	cn.pmu.Lock() // the timer's function reads cn.idle under it
+	cn.idle = time.AfterFunc(step, func() { cn.checkIdle(step, c.cfg.IdleTimeout) })
+	cn.pmu.Unlock()
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
+		cn.idle.Stop()
 		nc.Close()
 		return nil, ErrClosed
 	}
@@ -194,6 +239,33 @@ func (cn *conn) register(cl *call) (uint64, error) {
 	return cn.nextID, nil
 }
 
+// checkIdle runs every step. A connection on which no call was made since
+// the last check, with none in flight, drops its write buffers; after
+// timeout of that it is closed.
+func (cn *conn) checkIdle(step, timeout time.Duration) {
+	cn.pmu.Lock()
+	defer cn.pmu.Unlock()
+	if cn.err != nil {
+		return
+	}
+	if cn.nextID != cn.seenID || len(cn.pending) > 0 {
+		cn.seenID, cn.quiet = cn.nextID, 0
+		cn.idle.Reset(step)
+		return
+	}
+	cn.quiet++
+	if cn.quiet == 1 {
+		cn.wr.release()
+		_ = cn.nc.SetReadDeadline(time.Now()) // the reader drops its buffer
+	}
+	if time.Duration(cn.quiet)*step < timeout {
+		cn.idle.Reset(step)
+		return
+	}
+	cn.err = errIdle // calls that find it dial again
+	cn.nc.Close()
+}
+
 // unregister removes id; false if the reader already took it.
 func (cn *conn) unregister(id uint64) bool {
 	cn.pmu.Lock()
@@ -206,60 +278,31 @@ func (cn *conn) unregister(id uint64) bool {
 }
 
 // write queues r's frame and, if no write is in progress, writes everything
-// queued, repeating while more arrives during the write.
+// queued.
 func (cn *conn) write(c *Client, r *Request, id uint64) {
-	cn.wmu.Lock()
-	cn.wbuf = appendRequest(cn.wbuf, id, r)
-	if cn.flushing {
-		cn.wmu.Unlock()
-		return
+	cn.wr.mu.Lock()
+	st := cn.wr.begin()
+	cn.wr.buf = appendRequest(cn.wr.buf, id, r)
+	cn.wr.end(st)
+	if err := cn.wr.flush(cn.nc, c.cfg.Timeout); err != nil {
+		cn.nc.Close() // the reader sees it and fails the calls in flight
 	}
-	cn.flushing = true
-	for len(cn.wbuf) > 0 {
-		buf := cn.wbuf
-		cn.wbuf = cn.spare[:0]
-		cn.wmu.Unlock()
-		_ = cn.nc.SetWriteDeadline(time.Now().Add(c.cfg.Timeout))
-		_, err := cn.nc.Write(buf)
-		cn.wmu.Lock()
-		cn.spare = buf[:0]
-		if err != nil {
-			cn.wbuf = cn.wbuf[:0]
-			cn.nc.Close() // the reader sees it and fails the calls in flight
-			break
-		}
-	}
-	cn.flushing = false
-	cn.wmu.Unlock()
 }
 
 // read hands each result to its caller until the connection breaks, then
 // fails the calls still in flight and forgets the connection.
 func (c *Client) read(cn *conn) {
 	defer c.wg.Done()
-	r := bufio.NewReaderSize(cn.nc, 64<<10)
-	var hdr [headerLen]byte
-	body := make([]byte, 0, resultLen)
 	var err error
 	for {
-		if _, err = io.ReadFull(r, hdr[:]); err != nil {
-			break
-		}
 		var typ byte
 		var id uint64
-		var n int
-		if typ, id, n, err = parseHeader(hdr[:]); err != nil {
+		var body []byte
+		if typ, id, body, err = cn.rd.next(); err != nil {
 			break
 		}
-		if typ != typeResult || n < resultLen {
-			err = fmt.Errorf("%w: type %d, %d bytes from a server", ErrMalformed, typ, n)
-			break
-		}
-		if cap(body) < n {
-			body = make([]byte, 0, n)
-		}
-		body = body[:n]
-		if _, err = io.ReadFull(r, body); err != nil {
+		if typ != typeResult {
+			err = fmt.Errorf("%w: type %d from a server", ErrMalformed, typ)
 			break
 		}
 		var res Result
@@ -275,6 +318,10 @@ func (c *Client) read(cn *conn) {
 		}
 	}
 	cn.nc.Close()
+	cn.idle.Stop()
+	if errors.Is(err, ErrSealed) || errors.Is(err, ErrMalformed) {
+		c.rejected.Add(1)
+	}
 	c.mu.Lock()
 	if c.cn == cn {
 		c.cn = nil
@@ -282,7 +329,9 @@ func (c *Client) read(cn *conn) {
 	c.mu.Unlock()
 	broken := fmt.Errorf("%w: %s: %w", errBroken, c.cfg.Addr, err)
 	cn.pmu.Lock()
-	cn.err = broken
+	if cn.err == nil {
+		cn.err = broken
+	}
 	for id, cl := range cn.pending {
 		delete(cn.pending, id)
 		cl.ch <- Result{Err: broken}
@@ -302,4 +351,17 @@ func (c *Client) Close() error {
 	}
 	c.wg.Wait()
 	return nil
+}
+
+// quietFor is the idle checks in a row that found no call (tests).
+func (c *Client) quietFor() int {
+	c.mu.Lock()
+	cn := c.cn
+	c.mu.Unlock()
+	if cn == nil {
+		return 0
+	}
+	cn.pmu.Lock()
+	defer cn.pmu.Unlock()
+	return cn.quiet
 }
