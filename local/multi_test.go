@@ -150,3 +150,33 @@ func TestAllowAllAtUsesItsInstant(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// BenchmarkAllowAll sets AllowAll with 2 rules beside one AllowN on a hot
+// key, per algorithm (the bound: ≤ 1.5×).
+func BenchmarkAllowAll(b *testing.B) {
+	for _, alg := range multitest.Algorithms {
+		rules := []ringlimit.Rule{
+			{Algorithm: alg, Limit: 1_000_000, Window: time.Second},
+			{Algorithm: alg, Limit: 100_000_000, Window: time.Minute},
+		}
+		for _, k := range []int{0, 2} {
+			name := "AllowN"
+			if k > 0 {
+				name = fmt.Sprintf("AllowAll-%d", k)
+			}
+			b.Run(alg.String()+"/"+name, func(b *testing.B) {
+				clk := testclock.New(t0m)
+				l := local.New(local.Config{Clock: clk})
+				b.ReportAllocs()
+				for b.Loop() {
+					clk.Advance(time.Microsecond)
+					if k == 0 {
+						l.AllowN(ctx0, "hot", rules[0], 1)
+					} else {
+						l.AllowAll(ctx0, "hot", rules[:k], 1)
+					}
+				}
+			})
+		}
+	}
+}

@@ -51,6 +51,13 @@ type shard struct {
 
 	rule ringlimit.Rule // the last rule validated here, and its params
 	p    params
+	// multi are the last rules validated here at each index of AllowAll,
+	// and their params.
+	multi [ringlimit.MaxRules]struct {
+		rule ringlimit.Rule
+		p    params
+	}
+	removes uint64 // slots freed so far: a slot found before is still the key's if it has not changed
 
 	evicted, evictedLive, expired uint64
 
@@ -99,6 +106,7 @@ func (st *state) bytes() int64 {
 func (s *shard) remove(i int32) {
 	e := s.at(i)
 	s.indexDel(i)
+	s.removes++
 	s.bytes -= entryBytes + keyBytes(len(e.key)) + e.st.bytes()
 	*e = entry{until: int64(s.free)}
 	s.free = i
@@ -324,18 +332,17 @@ func (s *shard) decideAt(d *ringlimit.Decision, key string, frag uint32, i int32
 // n > 0, every state records them; else none changes (n == 0 peeks). ds has
 // len(rules) elements, 1 to ringlimit.MaxRules (the caller checked).
 func (s *shard) applyAll(ds []ringlimit.Decision, key string, frag uint32, rules []ringlimit.Rule, now, n int64) error {
-	var ps [ringlimit.MaxRules]params
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for j, r := range rules {
-		if r != s.rule || s.p.window == 0 {
+		m := &s.multi[j]
+		if r != m.rule || m.p.window == 0 {
 			if err := r.Validate(); err != nil {
 				return fmt.Errorf("rules[%d]: %w", j, err)
 			}
-			s.rule, s.p = r, paramsOf(r)
+			m.rule, m.p = r, paramsOf(r)
 		}
-		ps[j] = s.p
-		if uint64(n) > uint64(ps[j].burst) {
+		if uint64(n) > uint64(m.p.burst) {
 			return fmt.Errorf("rules[%d]: %w", j, ringlimit.ValidateCall(key, r, n))
 		}
 	}
@@ -343,19 +350,33 @@ func (s *shard) applyAll(ds []ringlimit.Decision, key string, frag uint32, rules
 	if !consume {
 		n = 1
 	}
-	// First every rule decides without writing; then, only if all admit,
-	// every rule decides again and writes (the same decision: nothing
-	// changed in between, under the lock), reporting what is left after.
-	all := true
-	for j, r := range rules {
+	// Every rule but the last decides without writing. If all admit, the
+	// last decides and writes at once (a denial writes nothing); only if it
+	// too admits do the others decide again, on the same states at the same
+	// instant under the lock, so again admitted, and write, reporting what
+	// is left after. k rules cost 2k − 1 decisions.
+	var slots [ringlimit.MaxRules]int32
+	last, all := len(rules)-1, true
+	for j := range last {
 		i, ok := s.lookup(key, frag, uint64(j))
-		s.decideAt(&ds[j], key, frag, i, ok, uint64(j), r.Algorithm, &ps[j], now, n, false)
+		if !ok {
+			i = none
+		}
+		slots[j] = i
+		s.decideAt(&ds[j], key, frag, i, ok, uint64(j), rules[j].Algorithm, &s.multi[j].p, now, n, false)
 		all = all && ds[j].Allowed
 	}
-	if consume && all {
-		for j, r := range rules {
-			i, ok := s.lookup(key, frag, uint64(j))
-			s.decideAt(&ds[j], key, frag, i, ok, uint64(j), r.Algorithm, &ps[j], now, n, true)
+	consume = consume && all
+	removes := s.removes
+	i, ok := s.lookup(key, frag, uint64(last))
+	s.decideAt(&ds[last], key, frag, i, ok, uint64(last), rules[last].Algorithm, &s.multi[last].p, now, n, consume)
+	if consume && ds[last].Allowed {
+		for j := range last {
+			i, ok := slots[j], slots[j] != none
+			if s.removes != removes { // an insert made room: slots may have moved
+				i, ok = s.lookup(key, frag, uint64(j))
+			}
+			s.decideAt(&ds[j], key, frag, i, ok, uint64(j), rules[j].Algorithm, &s.multi[j].p, now, n, true)
 		}
 	}
 	return nil
