@@ -27,6 +27,12 @@ type State struct {
 	// longer matters: from then on it decides as an empty state. The store
 	// keeps it as the value's TTL instead, and ignores it in the value.
 	Until int64
+	// More are the key's states at other indexes, when the state stands
+	// for all of a key's states: local's Take returns them so, Import
+	// installs them, and a node hands them to the key's next owner
+	// together. Nil elsewhere (Range, Drain and the store carry each
+	// state on its own).
+	More []State
 }
 
 // LogEntry is Count hits admitted at the same millisecond Stamp.

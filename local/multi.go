@@ -25,25 +25,35 @@ var _ ringlimit.MultiLimiter = (*Limiter)(nil)
 // being decided, and a key's other states outlive an evicted or expired
 // index 0 as they would in Valkey, where each is a value with its own TTL.
 func (l *Limiter) AllowAll(_ context.Context, key string, rules []ringlimit.Rule, n int64) ([]ringlimit.Decision, error) {
-	return l.allowAll(key, rules, l.now(), n)
+	ds, _, err := l.allowAll(key, rules, l.now(), n, false)
+	return ds, err
 }
 
 // AllowAllAt is AllowAll at the instant now instead of the clock's.
 func (l *Limiter) AllowAllAt(now time.Time, key string, rules []ringlimit.Rule, n int64) ([]ringlimit.Decision, error) {
-	return l.allowAll(key, rules, now.UnixMilli(), n)
+	ds, _, err := l.allowAll(key, rules, now.UnixMilli(), n, false)
+	return ds, err
 }
 
-func (l *Limiter) allowAll(key string, rules []ringlimit.Rule, now, n int64) ([]ringlimit.Decision, error) {
+// AllowAllHeldAt is AllowAllAt for a key that holds a state that still
+// matters at one of the rules' indexes; for any other key it decides and
+// records nothing and returns false (see AllowNHeldAt).
+func (l *Limiter) AllowAllHeldAt(now time.Time, key string, rules []ringlimit.Rule, n int64) ([]ringlimit.Decision, bool, error) {
+	return l.allowAll(key, rules, now.UnixMilli(), n, true)
+}
+
+func (l *Limiter) allowAll(key string, rules []ringlimit.Rule, now, n int64, held bool) ([]ringlimit.Decision, bool, error) {
 	if uint(len(key)-1) >= ringlimit.MaxKeyLen {
-		return nil, ringlimit.ValidateKey(key)
+		return nil, false, ringlimit.ValidateKey(key)
 	}
 	if len(rules) == 0 || len(rules) > ringlimit.MaxRules {
-		return nil, fmt.Errorf("local: %w: %d rules, want 1 to %d", ringlimit.ErrInvalidRule, len(rules), ringlimit.MaxRules)
+		return nil, false, fmt.Errorf("local: %w: %d rules, want 1 to %d", ringlimit.ErrInvalidRule, len(rules), ringlimit.MaxRules)
 	}
 	s, frag := l.locate(key)
 	ds := make([]ringlimit.Decision, len(rules))
-	if err := s.applyAll(ds, key, frag, rules, now, n); err != nil {
-		return nil, err
+	ok, err := s.applyAll(ds, key, frag, rules, now, n, held)
+	if err != nil || !ok {
+		return nil, false, err
 	}
-	return ds, nil
+	return ds, true, nil
 }

@@ -84,11 +84,18 @@ func TestStatesCarryTheirIndex(t *testing.T) {
 	if b.Import("k", local.State{Algorithm: ringlimit.FixedWindow, Window: 1000, Index: ringlimit.MaxRules, Until: clk.Now().UnixMilli() + 1000}) {
 		t.Fatal("Import took an index past MaxRules")
 	}
-	if s, ok := b.Take("k"); !ok || s.Index != 0 {
-		t.Fatalf("Take: %+v %v", s, ok)
+	s, ok := b.Take("k")
+	if !ok || s.Index != 0 || len(s.More) != 2 || s.More[0].Index != 1 || s.More[1].Index != 2 {
+		t.Fatalf("Take: %+v %v, want index 0 with 1 and 2 in More", s, ok)
 	}
-	if st := b.Stats(); st.Keys != 2 {
-		t.Fatalf("Take took %d states, want index 0 only", 3-st.Keys)
+	if st := b.Stats(); st.Keys != 0 {
+		t.Fatalf("Take left %d states", st.Keys)
+	}
+	if !b.Import("k", s) {
+		t.Fatal("Import refused what Take gave")
+	}
+	if got := multitestAnswers(t, b, rules); got != want {
+		t.Fatalf("after Take and Import: %s, want %s", got, want)
 	}
 	if err := b.Reset(ctx0, "k"); err != nil {
 		t.Fatal(err)

@@ -111,29 +111,40 @@ func (l *Limiter) TakeAll(key string, dst []State) []State {
 	return dst
 }
 
-// Take returns key's state at index 0, if it holds one that still matters,
-// and forgets it, in one step: no call decides on it between the two. The
-// key's other states (see AllowAll) stay; TakeAll takes them all.
+// Take returns key's states, if it holds one that still matters, and
+// forgets them all, in one step: no call decides on the key between the
+// two. The State returned is the live state of the lowest index (0, the
+// one AllowN uses, for a key only AllowN uses), and its More holds the
+// key's other live states (see AllowAll), in index order: Import puts them
+// all back.
 func (l *Limiter) Take(key string) (State, bool) {
-	s, frag := l.locate(key)
-	now := l.now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	i, ok := s.lookup(key, frag, 0)
-	if !ok {
+	var buf [ringlimit.MaxRules]State
+	all := l.TakeAll(key, buf[:0])
+	if len(all) == 0 {
 		return State{}, false
 	}
-	e := s.at(i)
-	st, live := e.export(), e.live(now)
-	s.remove(i)
-	return st, live
+	st := all[0]
+	if len(all) > 1 {
+		st.More = append([]State(nil), all[1:]...)
+	}
+	return st, true
 }
 
 // Import installs st as key's state at index st.Index if the key holds none
-// there that still matters, and reports whether it did. A state that no
-// longer matters, or whose Index is not below ringlimit.MaxRules, is
-// ignored. An imported state is not marked changed for Drain.
+// there that still matters, and each of st.More likewise, and reports
+// whether it installed any. A state that no longer matters, or whose Index
+// is not below ringlimit.MaxRules, is ignored. An imported state is not
+// marked changed for Drain.
 func (l *Limiter) Import(key string, st State) bool {
+	done := l.import1(key, st)
+	for _, m := range st.More {
+		m.More = nil
+		done = l.import1(key, m) || done
+	}
+	return done
+}
+
+func (l *Limiter) import1(key string, st State) bool {
 	s, frag := l.locate(key)
 	now := l.now()
 	if st.Until <= now || uint(st.Index) >= ringlimit.MaxRules || ringlimit.ValidateKey(key) != nil {

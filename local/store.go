@@ -331,19 +331,34 @@ func (s *shard) decideAt(d *ringlimit.Decision, key string, frag uint32, i int32
 // state at index i, under the shard's lock: if every rule admits them and
 // n > 0, every state records them; else none changes (n == 0 peeks). ds has
 // len(rules) elements, 1 to ringlimit.MaxRules (the caller checked).
-func (s *shard) applyAll(ds []ringlimit.Decision, key string, frag uint32, rules []ringlimit.Rule, now, n int64) error {
+//
+// If held is set, a key that holds no state that still matters at any of
+// the rules' indexes decides nothing: applyAll reports false (and nil).
+func (s *shard) applyAll(ds []ringlimit.Decision, key string, frag uint32, rules []ringlimit.Rule, now, n int64, held bool) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if held {
+		live := false
+		for j := range rules {
+			if i, ok := s.lookup(key, frag, uint64(j)); ok && s.at(i).until > now {
+				live = true
+				break
+			}
+		}
+		if !live {
+			return false, nil
+		}
+	}
 	for j, r := range rules {
 		m := &s.multi[j]
 		if r != m.rule || m.p.window == 0 {
 			if err := r.Validate(); err != nil {
-				return fmt.Errorf("rules[%d]: %w", j, err)
+				return false, fmt.Errorf("rules[%d]: %w", j, err)
 			}
 			m.rule, m.p = r, paramsOf(r)
 		}
 		if uint64(n) > uint64(m.p.burst) {
-			return fmt.Errorf("rules[%d]: %w", j, ringlimit.ValidateCall(key, r, n))
+			return false, fmt.Errorf("rules[%d]: %w", j, ringlimit.ValidateCall(key, r, n))
 		}
 	}
 	consume := n > 0
@@ -379,7 +394,7 @@ func (s *shard) applyAll(ds []ringlimit.Decision, key string, frag uint32, rules
 			s.decideAt(&ds[j], key, frag, i, ok, uint64(j), rules[j].Algorithm, &s.multi[j].p, now, n, true)
 		}
 	}
-	return nil
+	return true, nil
 }
 
 // reset forgets every state of key.
