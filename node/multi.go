@@ -27,10 +27,10 @@ func (n *Node) AllowAll(ctx context.Context, key string, rules []ringlimit.Rule,
 	if n.closed.Load() {
 		return nil, ringlimit.ErrClosed
 	}
-	if err := ringlimit.ValidateRules(rules); err != nil {
-		return nil, err
+	if len(rules) == 0 || len(rules) > ringlimit.MaxRules {
+		return nil, ringlimit.ValidateRules(rules)
 	}
-	for i, r := range rules {
+	for i, r := range rules { // ValidateCall validates each rule too
 		if err := ringlimit.ValidateCall(key, r, hits); err != nil {
 			return nil, fmt.Errorf("rules[%d]: %w", i, err)
 		}
