@@ -187,3 +187,22 @@ func BenchmarkAllowAll(b *testing.B) {
 		}
 	}
 }
+
+// AllowAllHeldAt decides only for a key that holds a live state at one of
+// the rules' indexes, and then exactly as AllowAllAt.
+func TestAllowAllHeldAt(t *testing.T) {
+	l := local.New(local.Config{Clock: testclock.New(t0m)})
+	rules := multitest.Rules(ringlimit.FixedWindow, 2, 5)
+	if ds, held, err := l.AllowAllHeldAt(t0m, "k", rules, 1); held || err != nil || ds != nil || l.Stats().Keys != 0 {
+		t.Fatalf("absent key: %v %v %v, %d states", ds, held, err, l.Stats().Keys)
+	}
+	l.AllowAll(ctx0, "k", rules, 1)
+	l.Take("k")
+	if _, err := l.AllowAll(ctx0, "k", rules[1:], 1); err != nil { // index 0 only, under rules[1]
+		t.Fatal(err)
+	}
+	ds, held, err := l.AllowAllHeldAt(t0m, "k", rules, 1)
+	if !held || err != nil || !ds[0].Allowed || ds[1].Remaining != 4 {
+		t.Fatalf("held key: %+v %v %v", ds, held, err)
+	}
+}
