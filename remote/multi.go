@@ -22,7 +22,7 @@ var _ ringlimit.MultiLimiter = (*Limiter)(nil)
 func MultiScript() string {
 	var b strings.Builder
 	b.WriteString(readScript("prelude.lua"))
-	b.WriteString("\nlocal algs = {}\n")
+	fmt.Fprintf(&b, "\nlocal algs, LOG = {}, %d\n", ringlimit.SlidingLog)
 	for alg, f := range scriptFiles {
 		fmt.Fprintf(&b, "algs[%d] = function()\n%s\nend\n", alg, readScript(f))
 	}

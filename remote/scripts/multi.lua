@@ -13,19 +13,37 @@ local function use(i)
   window, limit, burst = struct.unpack('<i8i8i8', rule, 2)
   return algs[string.byte(rule, 1)]
 end
--- Every rule but the last decides and writes nothing (the prelude set n
--- to at least 1). If they all admit, the last decides and writes at once: a
--- denial writes nothing. Only if it too admits do the others decide again
--- and write. (So one rule runs once, and k rules 2k - 1 times.)
-local last, out, all = #KEYS, {}, true
-consume = false
-for i = 1, last - 1 do
-  out[i] = use(i)()
+-- With hits, a rule whose algorithm writes only through the prelude's save
+-- (all but sliding_log, which edits its value in place) decides at once as
+-- consuming, its write held back; a sliding_log rule decides without
+-- writing. If every rule admits, the held writes are made and the
+-- sliding_log rules decide again, writing. Else nothing is written, and the
+-- rules that decided as consuming decide again as peeks, to report what
+-- they have left. So k rules of buckets and counters cost k runs.
+local out, all, held, writes = {}, true, {}, {}
+local realSave = save
+save = function(value, untilms) writes[#writes + 1] = {key, value, untilms} end
+for i = 1, #KEYS do
+  local f = use(i)
+  held[i] = hits > 0 and string.byte(rule, 1) ~= LOG
+  consume = held[i]
+  out[i] = f()
   if struct.unpack('<i8', out[i]) ~= 1 then all = false end
 end
-consume = all and hits > 0
-out[last] = use(last)()
-if consume and struct.unpack('<i8', out[last]) == 1 then
-  for i = 1, last - 1 do out[i] = use(i)() end
+save = realSave
+if all and hits > 0 then
+  for _, w in ipairs(writes) do
+    key = w[1]
+    save(w[2], w[3])
+  end
+  consume = true
+  for i = 1, #KEYS do
+    if not held[i] then out[i] = use(i)() end
+  end
+else
+  consume = false
+  for i = 1, #KEYS do
+    if held[i] then out[i] = use(i)() end
+  end
 end
 return table.concat(out)
