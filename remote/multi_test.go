@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/ringlimit/ringlimit"
 	"github.com/ringlimit/ringlimit/internal/multitest"
@@ -51,5 +52,36 @@ func TestAllowAllKeys(t *testing.T) {
 	}
 	if n, _ := c.Do(ctx, c.B().Dbsize().Build()).AsInt64(); n != 0 {
 		t.Fatalf("%d keys after Reset", n)
+	}
+}
+
+// WriteStates writes a state's More at their own indexes, each with its
+// TTL offset by its Until, where AllowAll finds them; a More that has
+// stopped mattering when the head's TTL says is now is skipped.
+func TestWriteStatesWritesMore(t *testing.T) {
+	_, c := server(t)
+	ctx := context.Background()
+	clk := testclock.New(multitest.T0)
+	l := remote.New(c, remote.Config{Clock: clk})
+	now := multitest.T0.UnixMilli()
+	rules := multitest.Rules(ringlimit.FixedWindow, 10, 25)
+	head := remote.State{Algorithm: ringlimit.FixedWindow, Window: 1000, A: now / 1000, B: 4, Until: now + 1000,
+		More: []remote.State{
+			{Algorithm: ringlimit.FixedWindow, Window: 10000, Index: 1, A: now / 10000, B: 7, Until: now + 10000},
+			{Algorithm: ringlimit.FixedWindow, Window: 10000, Index: 2, A: now / 10000, B: 1, Until: now - 1},
+		}}
+	if err := l.WriteStates(ctx, []remote.KeyState{{Key: "k", State: head, TTL: time.Second}}); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := l.AllowAll(ctx, "k", rules, 0)
+	if err != nil || ds[0].Remaining != 6 || ds[1].Remaining != 18 {
+		t.Fatalf("AllowAll after WriteStates: %+v, %v; want 6 and 18 left", ds, err)
+	}
+	ttl, err := c.Do(ctx, c.B().Pttl().Key(l.IndexKey("k", 1)).Build()).AsInt64()
+	if err != nil || ttl <= 9_000 || ttl > 10_000 {
+		t.Fatalf("index 1's TTL %d ms, want the head's second plus 9 s", ttl)
+	}
+	if n, _ := c.Do(ctx, c.B().Exists().Key(l.IndexKey("k", 2)).Build()).AsInt64(); n != 0 {
+		t.Fatal("a state past its Until was written")
 	}
 }

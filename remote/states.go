@@ -20,7 +20,9 @@ type KeyState struct {
 }
 
 // WriteStates stores each state under its key with its TTL (SET … PX), in
-// one pipelined round trip, as the scripts would have stored them. It is not
+// one pipelined round trip, at IndexKey(Key, State.Index), and each of
+// State.More (the key's other states, whose TTL is TTL offset by the
+// difference of their Until and State.Until) at its own index, as the scripts would have stored them. It is not
 // atomic across keys. The error is the first failure (a cancelled context is
 // reported as the context's error).
 func (l *Limiter) WriteStates(ctx context.Context, states []KeyState) error {
@@ -29,16 +31,25 @@ func (l *Limiter) WriteStates(ctx context.Context, states []KeyState) error {
 	}
 	cmds := make(valkey.Commands, 0, len(states))
 	for _, ks := range states {
-		ms := max(1, int64((ks.TTL+time.Millisecond-1)/time.Millisecond))
-		if uint(ks.State.Index) >= ringlimit.MaxRules {
-			return fmt.Errorf("remote: write %s: %w: index %d", strconv.Quote(ks.Key), ErrBadState, ks.State.Index)
+		for j := -1; j < len(ks.State.More); j++ {
+			st, ttl := ks.State, ks.TTL
+			if j >= 0 { // another index of the key: its TTL is offset by its Until
+				st = ks.State.More[j]
+				if ttl += time.Duration(st.Until-ks.State.Until) * time.Millisecond; ttl <= 0 {
+					continue
+				}
+			}
+			if uint(st.Index) >= ringlimit.MaxRules {
+				return fmt.Errorf("remote: write %s: %w: index %d", strconv.Quote(ks.Key), ErrBadState, st.Index)
+			}
+			ms := max(1, int64((ttl+time.Millisecond-1)/time.Millisecond))
+			cmds = append(cmds, l.client.B().Set().Key(l.IndexKey(ks.Key, st.Index)).
+				Value(valkey.BinaryString(EncodeState(st))).PxMilliseconds(ms).Build())
 		}
-		cmds = append(cmds, l.client.B().Set().Key(l.IndexKey(ks.Key, ks.State.Index)).
-			Value(valkey.BinaryString(EncodeState(ks.State))).PxMilliseconds(ms).Build())
 	}
 	for _, r := range l.client.DoMulti(ctx, cmds...) {
 		if err := r.Error(); err != nil {
-			return fmt.Errorf("remote: write %d states: %w", len(states), callerErr(ctx, err))
+			return fmt.Errorf("remote: write %d states: %w", len(cmds), callerErr(ctx, err))
 		}
 	}
 	return nil
