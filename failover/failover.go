@@ -105,7 +105,10 @@ func New(primary ringlimit.Limiter, c Config) *Limiter {
 	if cooldown <= 0 {
 		cooldown = DefaultCooldown
 	}
-	l.retry = (cooldown + time.Millisecond - 1).Truncate(time.Millisecond)
+	l.retry = ringlimit.Millis(int64(cooldown / time.Millisecond))
+	if l.retry < cooldown { // round up to whole ms, saturated
+		l.retry = ringlimit.Millis(int64(cooldown/time.Millisecond) + 1)
+	}
 	if l.policy >= numPolicies {
 		l.log.Warn("failover: unknown policy; using open", "policy", l.policy.String())
 		l.policy = Open

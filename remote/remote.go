@@ -5,7 +5,6 @@ import (
 	"embed"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/valkey-io/valkey-go"
 
@@ -156,9 +155,9 @@ func (l *Limiter) decide(ctx context.Context, key string, rule ringlimit.Rule, n
 		Allowed:    word(v, 0) == 1,
 		Limit:      rule.Limit,
 		Remaining:  word(v, 1),
-		RetryAfter: time.Duration(word(v, 2)) * time.Millisecond,
-		ResetAfter: time.Duration(word(v, 3)) * time.Millisecond,
-		Delay:      time.Duration(word(v, 4)) * time.Millisecond,
+		RetryAfter: ringlimit.Millis(word(v, 2)),
+		ResetAfter: ringlimit.Millis(word(v, 3)),
+		Delay:      ringlimit.Millis(word(v, 4)),
 		Source:     ringlimit.Store,
 	}, nil
 }
