@@ -2,6 +2,7 @@ package remote
 
 import (
 	"context"
+	"crypto/sha1"
 	"embed"
 	"fmt"
 	"strconv"
@@ -38,22 +39,49 @@ var scriptFiles = [...]string{
 	ringlimit.SlidingWindow: "sliding_window.lua",
 }
 
-// Script returns the full Lua source that decides alg: the shared prelude
-// followed by the algorithm's body; "" for an unknown algorithm.
+// Script returns the full Lua source that decides alg: the shared heads
+// (value.lua, prelude.lua) followed by the algorithm's body; "" for an
+// unknown algorithm.
 func Script(alg ringlimit.Algorithm) string {
 	if int(alg) >= len(scriptFiles) {
 		return ""
 	}
-	prelude, err := scriptFS.ReadFile("scripts/prelude.lua")
-	if err != nil {
-		panic(err) // embedded: cannot happen
-	}
-	body, err := scriptFS.ReadFile("scripts/" + scriptFiles[alg])
-	if err != nil {
-		panic(err)
-	}
-	return string(prelude) + string(body)
+	return source("value.lua", "prelude.lua", scriptFiles[alg])
 }
+
+// source concatenates embedded script files.
+func source(files ...string) string {
+	var src []byte
+	for _, f := range files {
+		b, err := scriptFS.ReadFile("scripts/" + f)
+		if err != nil {
+			panic(err) // embedded: cannot happen
+		}
+		src = append(src, b...)
+	}
+	return string(src)
+}
+
+// The scripts that write or delete a whole state: each leaves a key alone
+// unless it is absent or holds a value of ours. WriteStates pipelines put
+// as EVALSHA, falling back to EVAL on NOSCRIPT.
+var (
+	putSource   = source("value.lua", "put.lua")
+	putSHA1     = fmt.Sprintf("%x", sha1.Sum([]byte(putSource)))
+	resetScript = valkey.NewLuaScript(source("value.lua", "reset.lua"))
+)
+
+// ErrBadValue: the key's Valkey name holds something the scripts did not
+// write: another type (a hash, list, set, zset, ...), another application's
+// string, or corrupt bytes. It is a problem of that key, not of the store:
+// the Limiter answers that key with an error wrapping ErrBadValue (and
+// failover answers it by its policy without counting a store failure), and
+// never writes over the value.
+// It wraps ringlimit.ErrBadValue, which package failover recognises.
+var ErrBadValue = fmt.Errorf("remote: bad value under the key: %w", ringlimit.ErrBadValue)
+
+// badValue is the scripts' reply for such a key (value.lua: BAD).
+const badValue = "bad value"
 
 // scripts are built once: their SHA-1s are computed at init, so New is
 // cheap and every Limiter shares them.
@@ -111,7 +139,8 @@ func (l *Limiter) Peek(ctx context.Context, key string, rule ringlimit.Rule) (ri
 	return l.AllowN(ctx, key, rule, 0)
 }
 
-// Reset deletes key's state.
+// Reset deletes key's state. A key that holds a value the scripts did not
+// write (see ErrBadValue) is left as it is.
 func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if err := ringlimit.ValidateKey(key); err != nil {
 		return err
@@ -119,7 +148,7 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("remote: del: %w", err)
 	}
-	if err := l.client.Do(ctx, l.client.B().Del().Key(l.Key(key)).Build()).Error(); err != nil {
+	if err := resetScript.Exec(ctx, l.client, []string{l.Key(key)}, nil).Error(); err != nil {
 		return fmt.Errorf("remote: del: %w", callerErr(ctx, err))
 	}
 	return nil
@@ -148,6 +177,9 @@ func (l *Limiter) decide(ctx context.Context, key string, rule ringlimit.Rule, n
 		return ringlimit.Decision{}, fmt.Errorf("remote: eval %s: %w", alg, callerErr(ctx, err))
 	}
 	v, err := resp.ToString()
+	if err == nil && v == badValue {
+		return ringlimit.Decision{}, fmt.Errorf("remote: eval %s: key %s: %w", alg, strconv.Quote(key), ErrBadValue)
+	}
 	if err != nil || len(v) != replyLen {
 		return ringlimit.Decision{}, fmt.Errorf("remote: eval %s: unexpected reply %s: %w", alg, resp.String(), err)
 	}

@@ -5,6 +5,7 @@ import (
 
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/valkey-io/valkey-go"
@@ -18,8 +19,10 @@ type KeyState struct {
 }
 
 // WriteStates stores each state under its key with its TTL (SET … PX), in
-// one pipelined round trip, as the scripts would have stored them. It is not
-// atomic across keys. The error is the first failure (a cancelled context is
+// one pipelined round trip (after a SCRIPT LOAD), as the scripts would have
+// stored them. A key that holds a value the scripts did not write (see
+// ErrBadValue) is left as it is, and its state is not stored: that is not an
+// error. It is not atomic across keys. The error is the first failure (a cancelled context is
 // reported as the context's error).
 func (l *Limiter) WriteStates(ctx context.Context, states []KeyState) error {
 	if len(states) == 0 {
@@ -27,11 +30,24 @@ func (l *Limiter) WriteStates(ctx context.Context, states []KeyState) error {
 	}
 	cmds := make(valkey.Commands, 0, len(states))
 	for _, ks := range states {
-		ms := max(1, int64((ks.TTL+time.Millisecond-1)/time.Millisecond))
-		cmds = append(cmds, l.client.B().Set().Key(l.Key(ks.Key)).
-			Value(valkey.BinaryString(EncodeState(ks.State))).PxMilliseconds(ms).Build())
+		cmds = append(cmds, l.put(ks, true))
 	}
-	for _, r := range l.client.DoMulti(ctx, cmds...) {
+	rs := l.client.DoMulti(ctx, cmds...)
+	// The server lost its script cache: send the script itself, once per
+	// key that got NOSCRIPT (put is idempotent, nothing ran for those).
+	var again valkey.Commands
+	for i, r := range rs {
+		if noScript(r.Error()) {
+			again = append(again, l.put(states[i], false))
+		}
+	}
+	if len(again) > 0 {
+		rs = append(rs, l.client.DoMulti(ctx, again...)...)
+	}
+	for _, r := range rs {
+		if noScript(r.Error()) {
+			continue // retried above
+		}
 		if err := r.Error(); err != nil {
 			return fmt.Errorf("remote: write %d states: %w", len(states), callerErr(ctx, err))
 		}
@@ -40,13 +56,17 @@ func (l *Limiter) WriteStates(ctx context.Context, states []KeyState) error {
 }
 
 // LoadState reads key's state and its remaining TTL; ok is false if the key
-// holds none.
+// holds none. A key that holds a value the scripts did not write returns an
+// error wrapping ErrBadValue (and, for a string, ErrBadState).
 func (l *Limiter) LoadState(ctx context.Context, key string) (s State, ttl time.Duration, ok bool, err error) {
 	k := l.Key(key)
 	rs := l.client.DoMulti(ctx, l.client.B().Get().Key(k).Build(), l.client.B().Pttl().Key(k).Build())
 	v, err := rs[0].ToString()
 	if valkey.IsValkeyNil(err) {
 		return State{}, 0, false, nil
+	}
+	if ve, isVE := valkey.IsValkeyErr(err); isVE && strings.HasPrefix(ve.Error(), "WRONGTYPE") {
+		return State{}, 0, false, fmt.Errorf("remote: load %s: %w", strconv.Quote(key), ErrBadValue)
 	}
 	if err != nil {
 		return State{}, 0, false, fmt.Errorf("remote: load: %w", callerErr(ctx, err))
@@ -59,7 +79,7 @@ func (l *Limiter) LoadState(ctx context.Context, key string) (s State, ttl time.
 		return State{}, 0, false, nil
 	}
 	if s, err = DecodeState([]byte(v)); err != nil {
-		return State{}, 0, false, fmt.Errorf("remote: load %s: %w", strconv.Quote(key), err)
+		return State{}, 0, false, fmt.Errorf("remote: load %s: %w: %w", strconv.Quote(key), ErrBadValue, err)
 	}
 	return s, time.Duration(pttl) * time.Millisecond, true, nil
 }
@@ -80,4 +100,19 @@ func (k *Connector) LoadState(ctx context.Context, key string) (State, time.Dura
 		return State{}, 0, false, fmt.Errorf("remote: load: %w", err)
 	}
 	return l.LoadState(ctx, key)
+}
+
+// put is the command that stores ks: EVALSHA of the put script, or EVAL.
+func (l *Limiter) put(ks KeyState, sha bool) valkey.Completed {
+	ms := max(1, int64((ks.TTL+time.Millisecond-1)/time.Millisecond))
+	key, value, ttl := l.Key(ks.Key), valkey.BinaryString(EncodeState(ks.State)), strconv.FormatInt(ms, 10)
+	if sha {
+		return l.client.B().Evalsha().Sha1(putSHA1).Numkeys(1).Key(key).Arg(value, ttl).Build()
+	}
+	return l.client.B().Eval().Script(putSource).Numkeys(1).Key(key).Arg(value, ttl).Build()
+}
+
+func noScript(err error) bool {
+	ve, ok := valkey.IsValkeyErr(err)
+	return ok && ve.IsNoScript()
 }
