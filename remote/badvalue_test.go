@@ -187,3 +187,78 @@ func TestCorruptValuesTerminate(t *testing.T) {
 		}
 	}
 }
+
+// A key that holds another type, or a string we did not write, is a problem
+// of that key: every call on it returns ErrBadValue, and no call, no
+// write-behind (WriteStates) and no Reset changes it. LoadState reports it.
+// Another key of the same server is decided as usual.
+func TestForeignValuesAreLeftAlone(t *testing.T) {
+	_, c := server(t)
+	ctx := context.Background()
+	l := remote.New(c, remote.Config{Prefix: "app:"})
+	b := c.B()
+	foreign := []struct {
+		name  string
+		write valkey.Completed
+	}{
+		{"hash", b.Hset().Key(l.Key("hash")).FieldValue().FieldValue("f", "v").Build()},
+		{"list", b.Rpush().Key(l.Key("list")).Element("a", "b").Build()},
+		{"set", b.Sadd().Key(l.Key("set")).Member("a").Build()},
+		{"zset", b.Zadd().Key(l.Key("zset")).ScoreMember().ScoreMember(1, "a").Build()},
+		{"string", b.Set().Key(l.Key("string")).Value("another application's value").Build()},
+		{"tagged short", b.Set().Key(l.Key("tagged short")).Value("\x00\x01\x00\x00\x00\x00\x00\x00\x00xyz").Build()},
+	}
+	snapshot := func(key string) string {
+		d, err := c.Do(ctx, b.Dump().Key(l.Key(key)).Build()).ToString()
+		if err != nil {
+			t.Fatalf("DUMP %s: %v", key, err)
+		}
+		return d
+	}
+	for _, f := range foreign {
+		if err := c.Do(ctx, f.write).Error(); err != nil {
+			t.Fatal(err)
+		}
+		before := snapshot(f.name)
+		for _, alg := range algorithms {
+			rule := ringlimit.Rule{Algorithm: alg, Limit: 5, Window: time.Minute}
+			if _, err := l.AllowN(ctx, f.name, rule, 1); !errors.Is(err, remote.ErrBadValue) {
+				t.Errorf("%s, %s: AllowN: %v, want ErrBadValue", f.name, alg, err)
+			}
+			if _, err := l.Peek(ctx, f.name, rule); !errors.Is(err, remote.ErrBadValue) {
+				t.Errorf("%s, %s: Peek: %v, want ErrBadValue", f.name, alg, err)
+			}
+			st := remote.State{Algorithm: alg, Window: 60_000, A: 1, B: 2}
+			if err := l.WriteStates(ctx, []remote.KeyState{{Key: f.name, State: st, TTL: time.Minute}}); err != nil {
+				t.Errorf("%s, %s: WriteStates: %v", f.name, alg, err)
+			}
+		}
+		if err := l.Reset(ctx, f.name); err != nil {
+			t.Errorf("%s: Reset: %v", f.name, err)
+		}
+		if _, _, _, err := l.LoadState(ctx, f.name); !errors.Is(err, remote.ErrBadValue) {
+			t.Errorf("%s: LoadState: %v, want ErrBadValue", f.name, err)
+		}
+		if after := snapshot(f.name); after != before {
+			t.Errorf("%s: the value was changed", f.name)
+		}
+	}
+	// Our own keys: written, decided and reset as usual, also by WriteStates.
+	rule := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: 5, Window: time.Minute}
+	if d, err := l.AllowN(ctx, "ours", rule, 2); err != nil || d.Remaining != 3 {
+		t.Fatalf("our key: %+v, %v", d, err)
+	}
+	st := remote.State{Algorithm: ringlimit.FixedWindow, Window: 60_000, A: time.Now().UnixMilli() / 60_000, B: 4}
+	if err := l.WriteStates(ctx, []remote.KeyState{{Key: "ours", State: st, TTL: time.Minute}}); err != nil {
+		t.Fatal(err)
+	}
+	if s, _, ok, err := l.LoadState(ctx, "ours"); err != nil || !ok || s.B != 4 {
+		t.Fatalf("our key after WriteStates: %+v %v %v", s, ok, err)
+	}
+	if err := l.Reset(ctx, "ours"); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := c.Do(ctx, b.Exists().Key(l.Key("ours")).Build()).AsInt64(); n != 0 {
+		t.Fatal("Reset left our key")
+	}
+}

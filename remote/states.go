@@ -75,11 +75,11 @@ func (l *Limiter) LoadState(ctx context.Context, key string) (s State, ttl time.
 	if err != nil {
 		return State{}, 0, false, fmt.Errorf("remote: load: pttl: %w", callerErr(ctx, err))
 	}
-	if pttl < 0 { // gone in between (-2), or no TTL (-1: not written by us)
-		return State{}, 0, false, nil
-	}
 	if s, err = DecodeState([]byte(v)); err != nil {
 		return State{}, 0, false, fmt.Errorf("remote: load %s: %w: %w", strconv.Quote(key), ErrBadValue, err)
+	}
+	if pttl < 0 { // gone in between (-2), or no TTL (-1: not written by us)
+		return State{}, 0, false, nil
 	}
 	return s, time.Duration(pttl) * time.Millisecond, true, nil
 }
