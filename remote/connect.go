@@ -12,6 +12,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/ringlimit/ringlimit"
+	"github.com/ringlimit/ringlimit/internal/logsum"
 )
 
 // ClientOption is valkey-go's client option (addresses, auth, TLS, Sentinel,
@@ -71,16 +72,21 @@ func Connect(opt ClientOption, c Config, cc ConnectConfig) *Connector {
 
 func (k *Connector) run(opt ClientOption, c Config, cc ConnectConfig) {
 	defer close(k.done)
+	// While the store stays down the warning repeats every 5 s at most:
+	// one line per interval, then a summary with the count.
+	sum := logsum.New(cc.Logger, 0)
+	defer sum.Flush(true)
 	wait := cc.Retry
 	for {
 		client, err := valkey.NewClient(opt)
 		if err == nil {
 			k.client = client
 			k.lim.Store(New(client, c))
+			sum.Flush(true)
 			cc.Logger.Info("remote: connected", "addrs", opt.InitAddress)
 			return
 		}
-		cc.Logger.Warn("remote: cannot connect yet; retrying", "addrs", opt.InitAddress, "err", err, "in", wait)
+		sum.Warn("connect retry", "remote: cannot connect yet; retrying", "addrs", opt.InitAddress, "err", err, "in", wait)
 		select {
 		case <-k.stop:
 			return
