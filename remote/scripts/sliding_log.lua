@@ -10,10 +10,8 @@
 local HDR, CHUNK = 57, 16 * 32
 local t, total = now, 0
 local head, size, oldest, newest, ncount = HDR, HDR, 0, 0, 0
-local vs = valueState(key)
+local vs, hdr = valueState(key)
 if vs == 'bad' then return BAD end
-local hdr = ''
-if vs == 'ours' then hdr = redis.call('GETRANGE', key, 0, HDR - 1) end
 if #hdr == HDR and string.sub(hdr, 1, 9) == tag then
   total, head, size, oldest, newest, ncount = struct.unpack('<i8i8i8i8i8i8', hdr, 10)
   t = math.max(now, newest)

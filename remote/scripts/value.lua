@@ -43,12 +43,14 @@ local function wellFormed(v, len)
 end
 
 -- valueState is the key's type: 'none' (absent), 'ours' (a well-formed
--- string) or 'bad' (anything else). It never reads past a string's first
--- 57 bytes, and a non-string key costs one STRLEN that fails.
+-- string) or 'bad' (anything else), and for 'ours' the value's first (at
+-- most 57) bytes. It never reads past them, and a non-string key costs one
+-- STRLEN that fails.
 local function valueState(k)
   local len = redis.pcall('STRLEN', k)
-  if type(len) == 'table' then return 'bad' end -- WRONGTYPE: a hash, list, set, zset, ...
-  if len == 0 then return 'none' end
-  if wellFormed(redis.call('GETRANGE', k, 0, 56), len) then return 'ours' end
-  return 'bad'
+  if type(len) == 'table' then return 'bad', '' end -- WRONGTYPE: a hash, list, set, zset, ...
+  if len == 0 then return 'none', '' end
+  local head = redis.call('GETRANGE', k, 0, 56)
+  if wellFormed(head, len) then return 'ours', head end
+  return 'bad', ''
 end
