@@ -71,9 +71,11 @@
 // of ours under another algorithm or window starts the key afresh, as
 // before; anything else is not ours: the script writes nothing and replies
 // "bad value", and the Limiter returns an error wrapping ErrBadValue (and
-// ringlimit.ErrBadValue). WriteStates (the node's write-behind and hand-off)
-// and Reset leave such a key alone too: ringlimit never writes over or
-// deletes another application's value. A corrupt value of ours stays until
+// ringlimit.ErrBadValue). Reset leaves such a key alone too, and
+// WriteStates (the node's write-behind and hand-off) never writes over
+// another type (SET … GET refuses it); it does replace a foreign string,
+// since checking each key with a script would cost the write-behind most of
+// its throughput. A corrupt value of ours stays until
 // its TTL ends (or someone deletes it); a value that merely looks like
 // ours (the right length and ranges) is taken as ours.
 //

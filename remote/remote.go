@@ -2,7 +2,6 @@ package remote
 
 import (
 	"context"
-	"crypto/sha1"
 	"embed"
 	"fmt"
 	"strconv"
@@ -62,14 +61,9 @@ func source(files ...string) string {
 	return string(src)
 }
 
-// The scripts that write or delete a whole state: each leaves a key alone
-// unless it is absent or holds a value of ours. WriteStates pipelines put
-// as EVALSHA, falling back to EVAL on NOSCRIPT.
-var (
-	putSource   = source("value.lua", "put.lua")
-	putSHA1     = fmt.Sprintf("%x", sha1.Sum([]byte(putSource)))
-	resetScript = valkey.NewLuaScript(source("value.lua", "reset.lua"))
-)
+// resetScript deletes a state, and leaves a key alone unless it holds a
+// value of ours.
+var resetScript = valkey.NewLuaScript(source("value.lua", "reset.lua"))
 
 // ErrBadValue: the key's Valkey name holds something the scripts did not
 // write: another type (a hash, list, set, zset, ...), another application's

@@ -18,11 +18,14 @@ type KeyState struct {
 	TTL   time.Duration // rounded up to whole ms, at least 1 ms
 }
 
-// WriteStates stores each state under its key with its TTL (SET … PX), in
-// one pipelined round trip (after a SCRIPT LOAD), as the scripts would have
-// stored them. A key that holds a value the scripts did not write (see
-// ErrBadValue) is left as it is, and its state is not stored: that is not an
-// error. It is not atomic across keys. The error is the first failure (a cancelled context is
+// WriteStates stores each state under its key with its TTL (SET … GET PX),
+// in one pipelined round trip, as the scripts would have stored them. It
+// never writes over another type: SET … GET refuses a key that holds a hash,
+// list, set, zset or stream, and such a key is skipped, not an error (see
+// ErrBadValue). (A foreign string under our key is replaced: telling it from
+// ours would take a script per key, which costs the write-behind most of its
+// throughput; the decision scripts never write over one.) It is not atomic
+// across keys. The error is the first other failure (a cancelled context is
 // reported as the context's error).
 func (l *Limiter) WriteStates(ctx context.Context, states []KeyState) error {
 	if len(states) == 0 {
@@ -30,29 +33,25 @@ func (l *Limiter) WriteStates(ctx context.Context, states []KeyState) error {
 	}
 	cmds := make(valkey.Commands, 0, len(states))
 	for _, ks := range states {
-		cmds = append(cmds, l.put(ks, true))
+		ms := max(1, int64((ks.TTL+time.Millisecond-1)/time.Millisecond))
+		cmds = append(cmds, l.client.B().Set().Key(l.Key(ks.Key)).
+			Value(valkey.BinaryString(EncodeState(ks.State))).Get().PxMilliseconds(ms).Build())
 	}
-	rs := l.client.DoMulti(ctx, cmds...)
-	// The server lost its script cache: send the script itself, once per
-	// key that got NOSCRIPT (put is idempotent, nothing ran for those).
-	var again valkey.Commands
-	for i, r := range rs {
-		if noScript(r.Error()) {
-			again = append(again, l.put(states[i], false))
+	for _, r := range l.client.DoMulti(ctx, cmds...) {
+		err := r.Error()
+		if err == nil || valkey.IsValkeyNil(err) || wrongType(err) {
+			continue
 		}
-	}
-	if len(again) > 0 {
-		rs = append(rs, l.client.DoMulti(ctx, again...)...)
-	}
-	for _, r := range rs {
-		if noScript(r.Error()) {
-			continue // retried above
-		}
-		if err := r.Error(); err != nil {
-			return fmt.Errorf("remote: write %d states: %w", len(states), callerErr(ctx, err))
-		}
+		return fmt.Errorf("remote: write %d states: %w", len(states), callerErr(ctx, err))
 	}
 	return nil
+}
+
+// wrongType reports whether err is the server's WRONGTYPE error: the key
+// holds another type.
+func wrongType(err error) bool {
+	ve, ok := valkey.IsValkeyErr(err)
+	return ok && strings.HasPrefix(ve.Error(), "WRONGTYPE")
 }
 
 // LoadState reads key's state and its remaining TTL; ok is false if the key
@@ -65,7 +64,7 @@ func (l *Limiter) LoadState(ctx context.Context, key string) (s State, ttl time.
 	if valkey.IsValkeyNil(err) {
 		return State{}, 0, false, nil
 	}
-	if ve, isVE := valkey.IsValkeyErr(err); isVE && strings.HasPrefix(ve.Error(), "WRONGTYPE") {
+	if wrongType(err) {
 		return State{}, 0, false, fmt.Errorf("remote: load %s: %w", strconv.Quote(key), ErrBadValue)
 	}
 	if err != nil {
@@ -100,19 +99,4 @@ func (k *Connector) LoadState(ctx context.Context, key string) (State, time.Dura
 		return State{}, 0, false, fmt.Errorf("remote: load: %w", err)
 	}
 	return l.LoadState(ctx, key)
-}
-
-// put is the command that stores ks: EVALSHA of the put script, or EVAL.
-func (l *Limiter) put(ks KeyState, sha bool) valkey.Completed {
-	ms := max(1, int64((ks.TTL+time.Millisecond-1)/time.Millisecond))
-	key, value, ttl := l.Key(ks.Key), valkey.BinaryString(EncodeState(ks.State)), strconv.FormatInt(ms, 10)
-	if sha {
-		return l.client.B().Evalsha().Sha1(putSHA1).Numkeys(1).Key(key).Arg(value, ttl).Build()
-	}
-	return l.client.B().Eval().Script(putSource).Numkeys(1).Key(key).Arg(value, ttl).Build()
-}
-
-func noScript(err error) bool {
-	ve, ok := valkey.IsValkeyErr(err)
-	return ok && ve.IsNoScript()
 }
