@@ -27,7 +27,7 @@ if #hdr == HDR and string.sub(hdr, 1, 9) == tag then
       if #chunk == 0 then return BAD end
       for p = 1, #chunk, 16 do
         local s, c = struct.unpack('<i8i8', chunk, p)
-        if c < 1 or not inRange(s, c) then return BAD end
+        if c < 1 or c >= EXACT or not fits(s) then return BAD end
         if s > cutoff then
           oldest, done = s, true
           break
@@ -77,7 +77,7 @@ else
     for q = 1, #chunk, 16 do
       local c
       s, c = struct.unpack('<i8i8', chunk, q)
-      if c < 1 or not inRange(s, c) then return BAD end
+      if c < 1 or c >= EXACT or not fits(s) then return BAD end
       k = k - c
       if k <= 0 then break end
     end

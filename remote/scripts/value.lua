@@ -6,14 +6,9 @@
 local BAD = 'bad value'
 local EXACT = 9007199254740992 -- 2^53: no field of ours reaches it
 
--- inRange reports whether every argument is an integer in [0, 2^53).
-local function inRange(...)
-  for i = 1, select('#', ...) do
-    local x = select(i, ...)
-    if x < 0 or x >= EXACT or x ~= math.floor(x) then return false end
-  end
-  return true
-end
+-- fits reports whether x is in [0, 2^53). (struct.unpack's i8 always gives
+-- an integer.)
+local function fits(x) return x >= 0 and x < EXACT end
 
 -- wellFormed reports whether v, the first bytes (at most 57: the longest
 -- header) of a string value of len bytes, could have been written by the
@@ -23,23 +18,23 @@ end
 local function wellFormed(v, len)
   if #v < 9 then return false end
   local alg = string.byte(v, 1)
+  if alg > 4 then return false end
   local w = struct.unpack('<i8', v, 2)
-  if alg > 4 or w < 1 or not inRange(w) then return false end
+  if w < 1 or w >= EXACT then return false end
   if alg == 3 then
     if len < 57 or #v < 57 then return false end
     local total, head, size, oldest, newest, ncount = struct.unpack('<i8i8i8i8i8i8', v, 10)
     return size == len and head >= 57 and head <= size and (size - head) % 16 == 0
-      and inRange(total, oldest, newest, ncount)
+      and fits(total) and fits(oldest) and fits(newest) and fits(ncount)
   end
-  local want = 25
-  if alg == 4 then want = 33 end
-  if len ~= want or #v ~= want then return false end
   if alg == 4 then
+    if len ~= 33 or #v ~= 33 then return false end
     local a, b, c = struct.unpack('<i8i8i8', v, 10)
-    return inRange(a, b, c)
+    return fits(a) and fits(b) and fits(c)
   end
+  if len ~= 25 or #v ~= 25 then return false end
   local a, b = struct.unpack('<i8i8', v, 10)
-  return inRange(a, b)
+  return fits(a) and fits(b)
 end
 
 -- valueState is the key's type: 'none' (absent), 'ours' (a well-formed
