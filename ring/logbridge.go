@@ -2,6 +2,7 @@ package ring
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"log"
 	"log/slog"
@@ -20,10 +21,13 @@ func memberlistLogger(l *slog.Logger, sum *logsum.Summarizer) *log.Logger {
 	if l == nil {
 		return log.New(io.Discard, "", 0)
 	}
-	return log.New(slogWriter{sum}, "", 0)
+	return log.New(slogWriter{l, sum}, "", 0)
 }
 
-type slogWriter struct{ sum *logsum.Summarizer }
+type slogWriter struct {
+	l   *slog.Logger // to skip, at once, lines its handler would drop
+	sum *logsum.Summarizer
+}
 
 func (w slogWriter) Write(p []byte) (int, error) {
 	msg := string(bytes.TrimRight(p, "\n"))
@@ -42,6 +46,9 @@ func (w slogWriter) Write(p []byte) (int, error) {
 			level, msg = t.level, rest
 			break
 		}
+	}
+	if !w.l.Enabled(context.Background(), level) {
+		return len(p), nil
 	}
 	w.sum.Log(level, lineKind(level, msg), msg, "component", "memberlist")
 	return len(p), nil
