@@ -233,7 +233,7 @@ var allFamilies = []string{
 	"ringlimit_decisions_total", "ringlimit_decision_duration_seconds", "ringlimit_served_total",
 	"ringlimit_forwards_total", "ringlimit_forward_failures_total", "ringlimit_redirects_total",
 	"ringlimit_peer_breaker_state", "ringlimit_store_breaker_state", "ringlimit_store_breaker_opens_total",
-	"ringlimit_store_errors_total", "ringlimit_store_timeouts_total",
+	"ringlimit_store_errors_total", "ringlimit_store_timeouts_total", "ringlimit_store_bad_values_total",
 	"ringlimit_fallback_decisions_total", "ringlimit_members", "ringlimit_keys", "ringlimit_memory_bytes",
 	"ringlimit_peer_conns", "ringlimit_peer_refused_total", "ringlimit_peer_rejected_frames_total",
 	"ringlimit_peer_body_timeouts_total", "ringlimit_peer_idle_closed_total",
