@@ -314,7 +314,7 @@ func (n *Node) writeLost(lost []given) {
 	now := n.nowMs()
 	ks := make([]remote.KeyState, len(lost))
 	for i, g := range lost {
-		ks[i] = remote.KeyState{Key: g.key, State: g.st, TTL: time.Duration(g.st.Until-now) * time.Millisecond}
+		ks[i] = remote.KeyState{Key: g.key, State: g.st, TTL: ringlimit.Millis(g.st.Until - now)}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), max(n.cfg.StoreTimeout, time.Second))
 	defer cancel()

@@ -2,13 +2,14 @@ package remote
 
 import (
 	"context"
-
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/valkey-io/valkey-go"
+
+	"github.com/ringlimit/ringlimit"
 )
 
 // KeyState is one key's state to store, and how long it matters.
@@ -33,7 +34,13 @@ func (l *Limiter) WriteStates(ctx context.Context, states []KeyState) error {
 	}
 	cmds := make(valkey.Commands, 0, len(states))
 	for _, ks := range states {
-		ms := max(1, int64((ks.TTL+time.Millisecond-1)/time.Millisecond))
+		// Rounded up without overflowing: a saturated TTL (a state that
+		// matters for centuries) is a long TTL, not a negative one.
+		ms := int64(ks.TTL / time.Millisecond)
+		if ks.TTL%time.Millisecond > 0 {
+			ms++
+		}
+		ms = max(1, ms)
 		cmds = append(cmds, l.client.B().Set().Key(l.Key(ks.Key)).
 			Value(valkey.BinaryString(EncodeState(ks.State))).Get().PxMilliseconds(ms).Build())
 	}
@@ -80,7 +87,7 @@ func (l *Limiter) LoadState(ctx context.Context, key string) (s State, ttl time.
 	if pttl < 0 { // gone in between (-2), or no TTL (-1: not written by us)
 		return State{}, 0, false, nil
 	}
-	return s, time.Duration(pttl) * time.Millisecond, true, nil
+	return s, ringlimit.Millis(pttl), true, nil
 }
 
 // WriteStates is the Limiter's WriteStates, or ErrNotConnected.
