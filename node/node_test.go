@@ -38,6 +38,12 @@ func TestExactAcrossTheCluster(t *testing.T) {
 		// Nothing fails here, but 64 goroutines and five nodes on two
 		// cores under -race can take longer than 50 ms for a forward.
 		cfg.ForwardTimeout = 5 * time.Second
+		// The LAN gossip timings: with the fast preset's 50 ms probe
+		// timeout, 64 goroutines under -race on two cores starve the probes,
+		// members are suspected and dropped mid-test, and keys change hands
+		// with no store to carry their state (a failure, not this test's
+		// subject; the hand-off tests and test/chaos cover it).
+		cfg.Gossip = node.GossipLAN
 	})
 	const keys, limit, perKey = 100, 1000, 1100
 	for _, alg := range allAlgorithms {
