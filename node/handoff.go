@@ -28,9 +28,11 @@ import (
 //     X"; the caller's node goes on at X (at most maxRedirects times), with
 //     From set so X pulls the state from it if the push has not arrived.
 //
-// A state given up leaves the local store and a copy stays in its mark
-// (holders) until the target confirms it: a pull that comes before the push
-// it overtook gets the copy, and the later push finds the state installed.
+// A state given up in a push leaves the local store and a copy stays in its
+// mark (holders) until the target confirms it: a pull that comes before the
+// push it overtook gets the copy (once: the copy leaves with it), and the
+// later push finds the state installed. A state leaves a node once: a copy
+// never goes out twice, and a copy a pull took never comes back here.
 // No lock is held while a batch is on the wire.
 
 // maxRedirects bounds the "moved" answers one call follows.
