@@ -239,7 +239,7 @@ func (n *Node) pushBatch(to string, keys []string) (left []string, failed []give
 		return keys, nil
 	}
 	if err := n.send(to, items); err != nil {
-		n.cfg.Logger.Warn("node: hand-off push failed", "node", n.name, "to", to, "keys", len(done), "err", err)
+		n.warn.Warn("hand-off push failed", "node: hand-off push failed", "node", n.name, "to", to, "keys", len(done), "err", err)
 		n.stats.handoffFailures.Add(uint64(len(done)))
 		if errors.Is(err, errRefused) {
 			for i := range done {

@@ -119,7 +119,7 @@ func (n *Node) settle(key string) {
 func (n *Node) install(key string, v []byte, from string) {
 	st, err := decodeState(v)
 	if err != nil {
-		n.cfg.Logger.Warn("node: bad state in a hand-off", "node", n.name, "key", key, "err", err)
+		n.warn.Warn("bad hand-off state", "node: bad state in a hand-off", "node", n.name, "key", key, "err", err)
 		return
 	}
 	s := n.holders.lock(key)
