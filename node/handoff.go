@@ -222,13 +222,14 @@ func (n *Node) pushBatch(to string, keys []string) (left []string, failed []give
 		}
 		m := &mark{to: to, addr: addr, at: now, st: &st}
 		v := encodeState(st)
-		if 6+len(key)+len(v) > peer.MaxStatesBody-4 {
+		tooLarge := 6+len(key)+len(v) > peer.MaxStatesBody-4
+		if tooLarge {
 			m.st = nil // too large to hand off: the new owner loads it, or starts afresh
 		}
 		n.holders.drop(s, key)
 		n.holders.set(s, key, m)
 		s.unlock()
-		if m.st == nil {
+		if tooLarge { // (m.st is the stripe's now: a pull may take it)
 			continue
 		}
 		done = append(done, given{key: key, st: st, m: m})
