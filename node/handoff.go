@@ -136,10 +136,6 @@ func (n *Node) serveStates(items []peer.Item) peer.Result {
 func (n *Node) pushLoop() {
 	defer n.wg.Done()
 	var pushed *ring.Ring // the ring of the last push
-	// The ring the keys held here were last placed by: this node alone at
-	// first (it may hold keys from before it joined), then the ring of
-	// the last push that delivered everything it gave up.
-	placed := ring.New([]string{n.name}, n.members.Ring().VirtualNodes())
 	for {
 		select {
 		case <-n.stop:
@@ -151,9 +147,7 @@ func (n *Node) pushLoop() {
 		}
 		n.holders.forget(func(m *mark) bool { return !n.current(m) })
 		r := n.members.Ring()
-		if n.pushMoved(placed, r) {
-			placed = r
-		}
+		n.pushMoved(r)
 		// Tell each member new since the last push that this node's
 		// push is done (a node is Ready once each member it joined has).
 		for _, m := range r.Members() {
@@ -173,43 +167,29 @@ func (n *Node) pushLoop() {
 // header is the first item of every push: the sender's name.
 func (n *Node) header() peer.Item { return peer.Item{Value: []byte(n.name)} }
 
-// pushMoved gives up the keys that another member owns in r and did not in
-// prev, and pushes their states to it. It visits only the arcs whose owner
-// changed (local.RangeArcs), not every key: a change that moves none of
-// this node's keys costs it next to nothing. It reports whether every
-// state went to its owner (if not, the next push starts from prev again).
-func (n *Node) pushMoved(prev, r *ring.Ring) bool {
-	_, lost := ring.Moved(prev, r, n.name)
-	byOwner := map[string][]local.Arc{}
-	for _, a := range lost {
-		if a.Owner != "" {
-			byOwner[a.Owner] = append(byOwner[a.Owner], local.Arc{Start: a.From, End: a.To})
+// pushMoved gives up the keys that another member owns in r and pushes
+// their states to it.
+func (n *Node) pushMoved(r *ring.Ring) {
+	byOwner := map[string][]string{}
+	n.local.Range(func(key string, _ local.State) bool {
+		if o := r.Owner(key); o != n.name && o != "" {
+			byOwner[o] = append(byOwner[o], key)
 		}
-	}
-	all := true
-	for owner, arcs := range byOwner {
+		return true
+	})
+	for owner, keys := range byOwner {
 		if n.peers.get(owner) == nil {
-			all = false
 			continue
 		}
-		var keys []string
-		n.local.RangeArcs(arcs, func(key string, _ local.State) bool {
-			keys = append(keys, key)
-			return true
-		})
 		for len(keys) > 0 {
 			if n.holders.leaving.Load() != nil {
-				return false // Close hands everything off
+				return // Close hands everything off
 			}
 			var undo []given
 			keys, undo = n.pushBatch(owner, keys)
-			if len(undo) > 0 {
-				all = false
-			}
 			n.takeBack(owner, undo)
 		}
 	}
-	return all
 }
 
 // given is a state this node gave up in a push, with the mark it left.

@@ -102,7 +102,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.store, n.closer = store, closer
-	n.local = local.New(local.Config{MaxKeys: cfg.MaxKeys, MaxBytes: cfg.MaxBytes, Clock: cfg.Clock, Hash: ring.Hash,
+	n.local = local.New(local.Config{MaxKeys: cfg.MaxKeys, MaxBytes: cfg.MaxBytes, Clock: cfg.Clock,
 		TrackChanges: n.states != nil && cfg.WriteBehind > 0})
 	n.holders.init(cfg.Name, n.local, 2*max(cfg.MaxKeys, 1<<20))
 	n.holders.current, n.holders.changing = n.current, n.changing.Load
