@@ -277,6 +277,25 @@ func TestBadInputAndClosed(t *testing.T) {
 	if st := b.Stats(); st.Served != 0 {
 		t.Errorf("bad input reached the owner: %+v", st)
 	}
+	// On a key a owns, the local store checks the rule and the hits (once:
+	// node does not check them again) and records nothing.
+	ownKey := keysOwnedBy(a, a.Name(), 1)[0]
+	for _, bad := range []struct {
+		rule ringlimit.Rule
+		n    int64
+		want error
+	}{
+		{ringlimit.Rule{Limit: 0, Window: time.Second}, 1, ringlimit.ErrInvalidRule},
+		{ringlimit.Rule{Limit: 1, Window: time.Second}, -1, ringlimit.ErrInvalidHits},
+		{ringlimit.Rule{Limit: 1, Window: time.Second}, 2, ringlimit.ErrInvalidHits},
+	} {
+		if _, err := a.AllowN(ctx, ownKey, bad.rule, bad.n); !errors.Is(err, bad.want) {
+			t.Errorf("owned key, %+v, n %d: %v, want %v", bad.rule, bad.n, err, bad.want)
+		}
+	}
+	if k := a.Stats().Local.Keys; k != 0 {
+		t.Errorf("bad input on an owned key recorded %d keys", k)
+	}
 	a.Close()
 	if err := a.Close(); err != nil {
 		t.Errorf("second Close: %v", err)

@@ -37,9 +37,12 @@ func (n *Node) AllowN(ctx context.Context, key string, rule ringlimit.Rule, hits
 	if n.closed.Load() {
 		return ringlimit.Decision{}, ringlimit.ErrClosed
 	}
-	if err := ringlimit.ValidateCall(key, rule, hits); err != nil {
-		return ringlimit.Decision{}, err
+	if uint(len(key)-1) >= ringlimit.MaxKeyLen { // empty (wraps round) or too long
+		return ringlimit.Decision{}, ringlimit.ValidateKey(key)
 	}
+	// The rule and hits are checked once, where the call is decided: by
+	// the local store on the owned path (it keeps the last rule it checked
+	// per shard), by ValidateCall before the call leaves this node.
 	return n.route(ctx, peer.Request{Op: peer.OpAllow, Key: key, Rule: rule, N: hits})
 }
 
@@ -52,6 +55,7 @@ func (n *Node) AllowN(ctx context.Context, key string, rule ringlimit.Rule, hits
 func (n *Node) route(ctx context.Context, req peer.Request) (ringlimit.Decision, error) {
 	now := n.now()
 	at := n.members.Ring().Owner(req.Key)
+	checked := req.Op != peer.OpAllow // the input of a call that leaves this node is checked first
 	for range maxRedirects + 1 {
 		var (
 			d    ringlimit.Decision
@@ -64,12 +68,18 @@ func (n *Node) route(ctx context.Context, req peer.Request) (ringlimit.Decision,
 				n.stats.decided(ringlimit.Local)
 			}
 		} else {
+			if err := validateOnce(&req, &checked); err != nil {
+				return ringlimit.Decision{}, err
+			}
 			d, next, err = n.ask(ctx, at, &req)
 		}
 		switch next {
 		case "":
 			return d, err
 		case toStore:
+			if err := validateOnce(&req, &checked); err != nil {
+				return ringlimit.Decision{}, err
+			}
 			return n.fromStore(ctx, &req)
 		case reroute:
 			at, req.From = n.members.Ring().Owner(req.Key), ""
@@ -81,7 +91,21 @@ func (n *Node) route(ctx context.Context, req peer.Request) (ringlimit.Decision,
 			req.From, at = at, next
 		}
 	}
+	if err := validateOnce(&req, &checked); err != nil {
+		return ringlimit.Decision{}, err
+	}
 	return n.fromStore(ctx, &req)
+}
+
+// validateOnce checks a call's input before it leaves this node (to a peer
+// or the store), unless it was checked already. A call decided here is
+// checked by the local store instead, once.
+func validateOnce(req *peer.Request, checked *bool) error {
+	if *checked {
+		return nil
+	}
+	*checked = true
+	return ringlimit.ValidateCall(req.Key, req.Rule, req.N)
 }
 
 // holderPicker is what the chain asks about a key while ownership changes:

@@ -51,7 +51,10 @@ func (n *Node) run() {
 	}
 }
 
-func (n *Node) housekeep() { n.closeWindow() }
+func (n *Node) housekeep() {
+	n.closeWindow()
+	n.warn.Flush(false) // summaries of repeated warnings whose interval is over
+}
 
 // writeBehind drains the changed states into queue and writes the queue in
 // one pipelined round trip. It returns what is left to write.
