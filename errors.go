@@ -14,4 +14,10 @@ var (
 	ErrInvalidHits = errors.New("ringlimit: invalid hits")
 	// ErrClosed: the Limiter was closed.
 	ErrClosed = errors.New("ringlimit: closed")
+	// ErrBadValue: a store holds something under the key that is not a
+	// state ringlimit wrote (another type, another application's value,
+	// corrupt bytes). A problem of that key, not of the store: package
+	// failover answers such a key by its policy, and callers of a node
+	// never see it.
+	ErrBadValue = errors.New("ringlimit: bad stored value")
 )

@@ -2,6 +2,7 @@ package ringlimit
 
 import (
 	"context"
+	"math"
 	"strconv"
 	"time"
 )
@@ -49,7 +50,10 @@ func (s Source) String() string {
 // Allowed false, not an error.
 //
 // All durations are whole milliseconds, rounded up: ringlimit keeps time in
-// milliseconds (see Rule).
+// milliseconds (see Rule). A duration too long for a time.Duration (about
+// 292 years) is MaxDuration, in every tier: rules at the edge of the exact
+// domain reach it (Limit 1, Burst 1,000,000, Window 24 h has a ResetAfter of
+// about 2,700 years).
 type Decision struct {
 	Allowed    bool
 	Limit      int64         // the rule's Limit
@@ -58,4 +62,22 @@ type Decision struct {
 	ResetAfter time.Duration // until the key is back to full capacity
 	Delay      time.Duration // LeakyBucket only: wait this long before acting (steady outflow)
 	Source     Source        // who decided
+}
+
+// MaxDuration is the largest time.Duration: a Decision duration that would
+// be longer saturates to it.
+const MaxDuration = time.Duration(math.MaxInt64)
+
+// Millis returns ms milliseconds as a Duration, saturated to ±MaxDuration
+// instead of overflowing. Every Limiter builds its Decision durations with
+// it, so they saturate identically.
+func Millis(ms int64) time.Duration {
+	const most = int64(MaxDuration / time.Millisecond)
+	switch {
+	case ms > most:
+		return MaxDuration
+	case ms < -most:
+		return -MaxDuration
+	}
+	return time.Duration(ms) * time.Millisecond
 }

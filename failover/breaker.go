@@ -1,7 +1,6 @@
 package failover
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"math"
@@ -10,6 +9,8 @@ import (
 	"time"
 
 	"github.com/sony/gobreaker/v2"
+
+	"github.com/ringlimit/ringlimit/internal/logsum"
 )
 
 // State is a Breaker's state.
@@ -107,8 +108,9 @@ type BreakerConfig struct {
 	// that caused the change: it must be short, must not block, and must not
 	// call the Breaker (or the Limiter that owns it).
 	OnStateChange func(from, to State)
-	// Logger receives a line on every change of state. If nil, nothing is
-	// logged.
+	// Logger receives a line on every change of state (repeated changes of
+	// one kind within 10 s are counted into one summary line, written with
+	// the next such change). If nil, nothing is logged.
 	Logger *slog.Logger
 }
 
@@ -128,6 +130,7 @@ type Breaker struct {
 	cb      *gobreaker.TwoStepCircuitBreaker[struct{}]
 	name    string
 	log     *slog.Logger
+	sum     *logsum.Summarizer
 	onState func(from, to State)
 
 	changes  atomic.Uint64
@@ -144,6 +147,7 @@ func NewBreaker(c BreakerConfig) *Breaker {
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}
+	b.sum = logsum.New(b.log, 0)
 	maxFailures := uint32(DefaultMaxFailures)
 	if c.MaxFailures > 0 {
 		maxFailures = uint32(min(c.MaxFailures, math.MaxInt32))
@@ -175,7 +179,9 @@ func (b *Breaker) stateChanged(_ string, from, to gobreaker.State) {
 		b.opens.Add(1)
 		level = slog.LevelWarn
 	}
-	b.log.Log(context.Background(), level, "failover: breaker state changed", "breaker", b.name, "from", f.String(), "to", t.String())
+	// A flapping breaker (a store that answers every other probe) changes
+	// state every Cooldown: one line per kind of change per interval.
+	b.sum.Log(level, "to "+t.String(), "failover: breaker state changed", "breaker", b.name, "from", f.String(), "to", t.String())
 	if b.onState != nil {
 		b.onState(f, t)
 	}

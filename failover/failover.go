@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ringlimit/ringlimit"
+	"github.com/ringlimit/ringlimit/internal/logsum"
 )
 
 // DefaultTimeout bounds each call to the primary when Config.Timeout is zero.
@@ -68,6 +69,12 @@ type Config struct {
 // A call waits for the primary at most Timeout; while the breaker is open it
 // does not touch the primary at all.
 //
+// A key whose stored value the primary reports as not its own (an error
+// wrapping ringlimit.ErrBadValue: another type or a foreign or corrupt value
+// under the key) is a problem of that key, not an outage: the call is
+// answered by the Policy, counted in Stats.BadValues, and not counted
+// against the breaker, so other keys keep their decisions from the primary.
+//
 // Errors are returned only for bad input (validated here, and returned as-is
 // from the primary: errors wrapping ringlimit.ErrInvalidRule, ErrInvalidKey or
 // ErrInvalidHits), ringlimit.ErrClosed from the primary, and a caller's
@@ -86,8 +93,9 @@ type Limiter struct {
 	share   func() int
 	log     *slog.Logger
 
-	localFailed             atomic.Bool // logged once
+	sum                     *logsum.Summarizer
 	primaryErrors, timeouts atomic.Uint64
+	badValues               atomic.Uint64
 	canceled, resetsDropped atomic.Uint64
 	fallbacks               [numPolicies]atomic.Uint64
 }
@@ -108,6 +116,7 @@ func New(primary ringlimit.Limiter, c Config) *Limiter {
 	if l.log == nil {
 		l.log = slog.New(slog.DiscardHandler)
 	}
+	l.sum = logsum.New(l.log, 0)
 	if l.timeout <= 0 {
 		l.timeout = DefaultTimeout
 	}
@@ -115,7 +124,10 @@ func New(primary ringlimit.Limiter, c Config) *Limiter {
 	if cooldown <= 0 {
 		cooldown = DefaultCooldown
 	}
-	l.retry = (cooldown + time.Millisecond - 1).Truncate(time.Millisecond)
+	l.retry = ringlimit.Millis(int64(cooldown / time.Millisecond))
+	if l.retry < cooldown { // round up to whole ms, saturated
+		l.retry = ringlimit.Millis(int64(cooldown/time.Millisecond) + 1)
+	}
 	if l.policy >= numPolicies {
 		l.log.Warn("failover: unknown policy; using open", "policy", l.policy.String())
 		l.policy = Open
@@ -238,6 +250,11 @@ func (l *Limiter) ask(ctx context.Context, done func(error), call func(context.C
 		done(errIgnored)
 		l.canceled.Add(1)
 		return ringlimit.Decision{}, ctx.Err()
+	case errors.Is(err, ringlimit.ErrBadValue): // that key's problem, not the primary's
+		done(errIgnored)
+		l.badValues.Add(1)
+		l.sum.Warn("bad value", "failover: the store holds a value not ours under a key; answered by the policy", "err", err)
+		return ringlimit.Decision{}, errFailure
 	case errors.Is(err, ringlimit.ErrInvalidRule), errors.Is(err, ringlimit.ErrInvalidKey),
 		errors.Is(err, ringlimit.ErrInvalidHits), errors.Is(err, ringlimit.ErrClosed):
 		done(errIgnored)
@@ -270,6 +287,11 @@ type Stats struct {
 	Timeouts      uint64 // primary calls that took longer than Timeout
 	Canceled      uint64 // calls whose caller's context was done: its error returned, nothing counted
 	ResetsDropped uint64 // Resets that did not reach the primary
+	// BadValues counts calls whose key held a value the primary did not
+	// write (another type, a foreign or corrupt value: an error wrapping
+	// ringlimit.ErrBadValue). Each was answered by the policy (and counted
+	// in its Fallback field too), and none counted against the breaker.
+	BadValues uint64
 
 	// Decisions made by each policy. LocalShare decisions that the local
 	// limiter could not make are counted as Open.
@@ -286,6 +308,7 @@ func (l *Limiter) Stats() Stats {
 		Timeouts:           l.timeouts.Load(),
 		Canceled:           l.canceled.Load(),
 		ResetsDropped:      l.resetsDropped.Load(),
+		BadValues:          l.badValues.Load(),
 		FallbackOpen:       l.fallbacks[Open].Load(),
 		FallbackClosed:     l.fallbacks[Closed].Load(),
 		FallbackLocalShare: l.fallbacks[LocalShare].Load(),

@@ -91,9 +91,7 @@ func (l *Limiter) fallbackAll(ctx context.Context, key string, rules []ringlimit
 				return got
 			}
 		}
-		if !l.localFailed.Swap(true) {
-			l.log.Warn("failover: local limiter failed; deciding by policy open", "err", err)
-		}
+		l.sum.Warn("local failed", "failover: local limiter failed; deciding by policy open", "err", err)
 	}
 	l.fallbacks[Open].Add(1)
 	for i, r := range rules {

@@ -54,8 +54,8 @@ func (l *Limiter) fallback(ctx context.Context, key string, rule ringlimit.Rule,
 		if d, err := l.localShare(ctx, key, rule, n, peek); err == nil {
 			l.fallbacks[LocalShare].Add(1)
 			return d
-		} else if !l.localFailed.Swap(true) {
-			l.log.Warn("failover: local limiter failed; deciding by policy open", "err", err)
+		} else {
+			l.sum.Warn("local failed", "failover: local limiter failed; deciding by policy open", "err", err)
 		}
 	}
 	l.fallbacks[Open].Add(1)

@@ -67,7 +67,8 @@ type state struct {
 	log     *stampLog
 }
 
-func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+// ms is v milliseconds, saturated (ringlimit.Millis).
+func ms(v int64) time.Duration { return ringlimit.Millis(v) }
 
 // ceilDiv is ⌈a/b⌉ for a ≥ 0, b > 0.
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }

@@ -74,6 +74,8 @@ var nodeFamilies = []family{
 		prometheus.CounterValue, func(s *snapshot) uint64 { return s.Store.Opens }),
 	one("ringlimit_store_errors_total", "Store calls that failed with an error.",
 		prometheus.CounterValue, func(s *snapshot) uint64 { return s.Store.PrimaryErrors }),
+	one("ringlimit_store_bad_values_total", "Calls on a key whose stored value was not ours (another type, another application's string, corrupt bytes): answered by the policy, not counted against the breaker.",
+		prometheus.CounterValue, func(s *snapshot) uint64 { return s.Store.BadValues }),
 	one("ringlimit_store_timeouts_total", "Store calls that took longer than the store timeout.",
 		prometheus.CounterValue, func(s *snapshot) uint64 { return s.Store.Timeouts }),
 	{name: "ringlimit_fallback_decisions_total", help: "Decisions made by the fail-open policy because neither the owner nor the store could answer, by policy.",

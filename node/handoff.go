@@ -28,9 +28,11 @@ import (
 //     X"; the caller's node goes on at X (at most maxRedirects times), with
 //     From set so X pulls the state from it if the push has not arrived.
 //
-// A state given up leaves the local store and a copy stays in its mark
-// (holders) until the target confirms it: a pull that comes before the push
-// it overtook gets the copy, and the later push finds the state installed.
+// A state given up in a push leaves the local store and a copy stays in its
+// mark (holders) until the target confirms it: a pull that comes before the
+// push it overtook gets the copy (once: the copy leaves with it), and the
+// later push finds the state installed. A state leaves a node once: a copy
+// never goes out twice, and a copy a pull took never comes back here.
 // No lock is held while a batch is on the wire.
 
 // maxRedirects bounds the "moved" answers one call follows.
@@ -220,13 +222,14 @@ func (n *Node) pushBatch(to string, keys []string) (left []string, failed []give
 		}
 		m := &mark{to: to, addr: addr, at: now, st: &st}
 		v := encodeState(st)
-		if 6+len(key)+len(v) > peer.MaxStatesBody-4 {
+		tooLarge := 6+len(key)+len(v) > peer.MaxStatesBody-4
+		if tooLarge {
 			m.st = nil // too large to hand off: the new owner loads it, or starts afresh
 		}
 		n.holders.drop(s, key)
 		n.holders.set(s, key, m)
 		s.unlock()
-		if m.st == nil {
+		if tooLarge { // (m.st is the stripe's now: a pull may take it)
 			continue
 		}
 		done = append(done, given{key: key, st: st, m: m})
@@ -237,7 +240,7 @@ func (n *Node) pushBatch(to string, keys []string) (left []string, failed []give
 		return keys, nil
 	}
 	if err := n.send(to, items); err != nil {
-		n.cfg.Logger.Warn("node: hand-off push failed", "node", n.name, "to", to, "keys", len(done), "err", err)
+		n.warn.Warn("hand-off push failed", "node: hand-off push failed", "node", n.name, "to", to, "keys", len(done), "err", err)
 		n.stats.handoffFailures.Add(uint64(len(done)))
 		if errors.Is(err, errRefused) {
 			for i := range done {
@@ -314,7 +317,7 @@ func (n *Node) writeLost(lost []given) {
 	now := n.nowMs()
 	ks := make([]remote.KeyState, len(lost))
 	for i, g := range lost {
-		ks[i] = remote.KeyState{Key: g.key, State: g.st, TTL: time.Duration(g.st.Until-now) * time.Millisecond}
+		ks[i] = remote.KeyState{Key: g.key, State: g.st, TTL: ringlimit.Millis(g.st.Until - now)}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), max(n.cfg.StoreTimeout, time.Second))
 	defer cancel()

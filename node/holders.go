@@ -16,8 +16,9 @@ import (
 // while another decision here starts the key afresh.
 //
 // It keeps a mark for each key whose state moved: to the member that holds
-// it now (a copy of the state stays in the mark until that member confirms
-// it, so a pull that lost its answer can ask again), or to this node itself
+// it now (a copy of a pushed state stays in the mark until that member
+// confirms it or pulls it, so a failed push can take it back), or to this
+// node itself
 // (the key is settled here: it needs no pull before deciding). Marks matter
 // only within the hand-off window and while leaving; the table is cleared
 // when the window ends. The local store holds states only; it knows nothing
@@ -48,7 +49,7 @@ type mark struct {
 	to   string       // the member that holds the key; this node's own name: settled here
 	addr string       // to's RPC address when marked; "" if it was not known yet
 	at   int64        // Config.Clock, ms, when marked
-	st   *local.State // the state sent to to, until to confirmed it
+	st   *local.State // the state pushed to to, until to confirmed or pulled it
 }
 
 func (h *holders) init(self string, l *local.Limiter, max int) {

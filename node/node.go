@@ -11,6 +11,7 @@ import (
 
 	"github.com/ringlimit/ringlimit"
 	"github.com/ringlimit/ringlimit/failover"
+	"github.com/ringlimit/ringlimit/internal/logsum"
 	"github.com/ringlimit/ringlimit/internal/peer"
 	"github.com/ringlimit/ringlimit/local"
 	"github.com/ringlimit/ringlimit/ring"
@@ -42,7 +43,8 @@ type Node struct {
 	wg        sync.WaitGroup
 
 	stats counters
-	obs   observer // decisions by source and result, latency (observe.go)
+	obs   observer           // decisions by source and result, latency (observe.go)
+	warn  *logsum.Summarizer // repeated warnings: one line per kind per interval, then a count
 
 	// Hand-off (handoff.go, pull.go, holders.go).
 	holders    holders // who holds each key while ownership changes
@@ -81,6 +83,7 @@ func New(cfg Config) (*Node, error) {
 		pulls:    flights{m: map[string]*flight{}},
 		kickPush: make(chan struct{}, 1),
 		joined:   make(chan struct{}),
+		warn:     logsum.New(cfg.Logger, 0),
 	}
 	n.peers.init(n)
 	n.minusMe.Store(ring.New(nil, 0))
@@ -131,7 +134,7 @@ func New(cfg Config) (*Node, error) {
 		// The ring resolves the Join names again and retries in the
 		// background while the node is alone (ring.Config.Seeds).
 		if _, err := n.members.JoinSeeds(context.Background()); err != nil {
-			cfg.Logger.Warn("node: join failed; retrying in the background", "node", n.name, "err", err)
+			n.warn.Warn("join failed", "node: join failed; retrying in the background", "node", n.name, "err", err)
 		} else {
 			// Joined: the ring follows in a moment. Callers of a node that
 			// returned from New should find it.
@@ -226,6 +229,7 @@ func (n *Node) Close() error {
 		}
 		n.peers.closeAll()
 		n.closeStore()
+		n.warn.Flush(true) // the counts of every repeated warning not summarised yet
 		n.closeErr = errors.Join(errs...)
 	})
 	return n.closeErr

@@ -119,7 +119,7 @@ func (n *Node) settle(key string) {
 func (n *Node) install(key string, v []byte, from string) {
 	st, err := decodeState(v)
 	if err != nil {
-		n.cfg.Logger.Warn("node: bad state in a hand-off", "node", n.name, "key", key, "err", err)
+		n.warn.Warn("bad hand-off state", "node: bad state in a hand-off", "node", n.name, "key", key, "err", err)
 		return
 	}
 	s := n.holders.lock(key)
@@ -149,14 +149,19 @@ func (n *Node) serveTake(key, from string) peer.Result {
 		s.unlock()
 		return peer.Result{MovedTo: m.to}
 	}
+	// A state leaves this node once. A copy kept for a push to from that
+	// is not confirmed yet goes in this answer, and is gone from here with
+	// it; the answer keeps no copy. (A copy served again later would be
+	// stale: its holder may have decided on it and passed it on since, and
+	// installing it again made a second holder of the key.)
 	var st *local.State
 	if m != nil && m.to == from && m.st != nil {
-		st = m.st // sent before and not confirmed: again (installing is idempotent)
+		st, m.st = m.st, nil
 	} else if x, ok := n.local.Take(key); ok {
 		st = &x
 	}
 	n.holders.drop(s, key)
-	n.holders.set(s, key, &mark{to: from, addr: n.addrOf(from), at: n.now().UnixMilli(), st: st})
+	n.holders.set(s, key, &mark{to: from, addr: n.addrOf(from), at: n.now().UnixMilli()})
 	s.unlock()
 	if st == nil {
 		return peer.Result{}

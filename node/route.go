@@ -37,9 +37,12 @@ func (n *Node) AllowN(ctx context.Context, key string, rule ringlimit.Rule, hits
 	if n.closed.Load() {
 		return ringlimit.Decision{}, ringlimit.ErrClosed
 	}
-	if err := ringlimit.ValidateCall(key, rule, hits); err != nil {
-		return ringlimit.Decision{}, err
+	if uint(len(key)-1) >= ringlimit.MaxKeyLen { // empty (wraps round) or too long
+		return ringlimit.Decision{}, ringlimit.ValidateKey(key)
 	}
+	// The rule and hits are checked once, where the call is decided: by
+	// the local store on the owned path (it keeps the last rule it checked
+	// per shard), by ValidateCall before the call leaves this node.
 	return n.route(ctx, peer.Request{Op: peer.OpAllow, Key: key, Rule: rule, N: hits}, nil)
 }
 
@@ -53,6 +56,7 @@ func (n *Node) AllowN(ctx context.Context, key string, rule ringlimit.Rule, hits
 func (n *Node) route(ctx context.Context, req peer.Request, all *[]ringlimit.Decision) (ringlimit.Decision, error) {
 	now := n.now()
 	at := n.members.Ring().Owner(req.Key)
+	checked := req.Op != peer.OpAllow // the input of a call that leaves this node is checked first
 	for range maxRedirects + 1 {
 		var (
 			d    ringlimit.Decision
@@ -65,12 +69,18 @@ func (n *Node) route(ctx context.Context, req peer.Request, all *[]ringlimit.Dec
 				n.stats.decided(ringlimit.Local)
 			}
 		} else {
+			if err := validateOnce(&req, &checked); err != nil {
+				return ringlimit.Decision{}, err
+			}
 			d, next, err = n.ask(ctx, at, &req, all)
 		}
 		switch next {
 		case "":
 			return d, err
 		case toStore:
+			if err := validateOnce(&req, &checked); err != nil {
+				return ringlimit.Decision{}, err
+			}
 			return n.fromStore(ctx, &req, all)
 		case reroute:
 			at, req.From = n.members.Ring().Owner(req.Key), ""
@@ -82,7 +92,21 @@ func (n *Node) route(ctx context.Context, req peer.Request, all *[]ringlimit.Dec
 			req.From, at = at, next
 		}
 	}
+	if err := validateOnce(&req, &checked); err != nil {
+		return ringlimit.Decision{}, err
+	}
 	return n.fromStore(ctx, &req, all)
+}
+
+// validateOnce checks a call's input before it leaves this node (to a peer
+// or the store), unless it was checked already. A call decided here is
+// checked by the local store instead, once.
+func validateOnce(req *peer.Request, checked *bool) error {
+	if *checked || req.Op == peer.OpAllowAll { // AllowAll checked its rules before routing
+		return nil
+	}
+	*checked = true
+	return ringlimit.ValidateCall(req.Key, req.Rule, req.N)
 }
 
 // holderPicker is what the chain asks about a key while ownership changes:

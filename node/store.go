@@ -31,7 +31,7 @@ func (n *Node) newStore() (*failover.Limiter, func() error, error) {
 		Logger:  cfg.Logger,
 		Share:   func() int { return n.members.Ring().Len() },
 		OnStateChange: func(from, to failover.State) {
-			cfg.Logger.Warn("node: store breaker", "node", n.name, "from", from.String(), "to", to.String())
+			n.warn.Warn("store breaker", "node: store breaker", "node", n.name, "from", from.String(), "to", to.String())
 		},
 	}
 	if sh, ok := primary.(interface{ Shard(key string) string }); ok {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/ringlimit/ringlimit"
 	"github.com/ringlimit/ringlimit/local"
 	"github.com/ringlimit/ringlimit/remote"
 )
@@ -50,14 +51,17 @@ func (n *Node) run() {
 	}
 }
 
-func (n *Node) housekeep() { n.closeWindow() }
+func (n *Node) housekeep() {
+	n.closeWindow()
+	n.warn.Flush(false) // summaries of repeated warnings whose interval is over
+}
 
 // writeBehind drains the changed states into queue and writes the queue in
 // one pipelined round trip. It returns what is left to write.
 func (n *Node) writeBehind(queue []remote.KeyState) []remote.KeyState {
 	now := n.nowMs()
 	n.local.Drain(func(key string, s local.State) {
-		queue = append(queue, remote.KeyState{Key: key, State: s, TTL: time.Duration(s.Until-now) * time.Millisecond})
+		queue = append(queue, remote.KeyState{Key: key, State: s, TTL: ringlimit.Millis(s.Until - now)})
 	})
 	if over := len(queue) - n.cfg.WriteBehindQueue; over > 0 {
 		n.stats.drops.Add(uint64(over))

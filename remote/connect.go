@@ -13,6 +13,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/ringlimit/ringlimit"
+	"github.com/ringlimit/ringlimit/internal/logsum"
 )
 
 // ErrNotConnected is returned by a Connector whose client does not exist yet
@@ -70,6 +71,10 @@ func Connect(o Options, c Config, cc ConnectConfig) *Connector {
 
 func (k *Connector) run(opt valkey.ClientOption, c Config, cc ConnectConfig) {
 	defer close(k.done)
+	// While the store stays down the warning repeats every 5 s at most:
+	// one line per interval, then a summary with the count.
+	sum := logsum.New(cc.Logger, 0)
+	defer sum.Flush(true)
 	wait := cc.Retry
 	for {
 		client, err := valkey.NewClient(opt)
@@ -84,13 +89,14 @@ func (k *Connector) run(opt valkey.ClientOption, c Config, cc ConnectConfig) {
 			k.client = client
 			l := New(client, c)
 			k.lim.Store(l)
+			sum.Flush(true)
 			cc.Logger.Info("remote: connected", "addrs", opt.InitAddress, "mode", client.Mode())
 			if client.Mode() == valkey.ClientModeCluster {
 				k.refreshShards(l, cc)
 			}
 			return
 		}
-		cc.Logger.Warn("remote: cannot connect yet; retrying", "addrs", opt.InitAddress, "err", err, "in", wait)
+		sum.Warn("connect retry", "remote: cannot connect yet; retrying", "addrs", opt.InitAddress, "err", err, "in", wait)
 		select {
 		case <-k.stop:
 			return

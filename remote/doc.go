@@ -25,7 +25,7 @@
 // script did not run.) Peeks run the same script through
 // NewLuaScriptReadOnly (EVALSHA_RO): it writes nothing, so retrying it is
 // safe, and a read-only replica can serve it. Peeks and denied calls write
-// nothing; Reset is one DEL.
+// nothing; Reset is one small script (a DEL of a value of ours).
 //
 // Peeks need EVALSHA_RO: Valkey 7.2+ or Redis 7+.
 //
@@ -61,6 +61,25 @@
 // afresh; a changed Limit or Burst under the same window keeps the state, as
 // in local. EncodeState and DecodeState convert values, so other writers
 // (the node's write-behind of local state) can store exactly this format.
+//
+// # Foreign and corrupt values
+//
+// Every script checks what it finds under the key before it reads it
+// (scripts/value.lua): the type (a hash, list, set or zset fails its
+// STRLEN), then the length the value's algorithm has, a sliding log's header
+// against the value's length, and every field it reads in [0, 2^53). It
+// reads nothing it has not checked is there, and every loop is bounded by
+// the value's length, so any byte string makes it return at once. A value
+// of ours under another algorithm or window starts the key afresh, as
+// before; anything else is not ours: the script writes nothing and replies
+// "bad value", and the Limiter returns an error wrapping ErrBadValue (and
+// ringlimit.ErrBadValue). Reset leaves such a key alone too, and
+// WriteStates (the node's write-behind and hand-off) never writes over
+// another type (SET … GET refuses it); it does replace a foreign string,
+// since checking each key with a script would cost the write-behind most of
+// its throughput. A corrupt value of ours stays until
+// its TTL ends (or someone deletes it); a value that merely looks like
+// ours (the right length and ranges) is taken as ours.
 //
 // # TTLs
 //

@@ -14,28 +14,20 @@ import (
 
 var _ ringlimit.MultiLimiter = (*Limiter)(nil)
 
-// MultiScript returns the full Lua source of AllowAll's script: the
-// prelude, then every algorithm's body (the very files the single-rule
+// MultiScript returns the full Lua source of AllowAll's script: the value
+// checks and the prelude, then every algorithm's body (the very files the single-rule
 // scripts run) each wrapped as a function of the prelude's variables, then
 // the loop that applies them all or nothing (scripts/multi.lua). So each
 // algorithm has one copy in Lua.
 func MultiScript() string {
 	var b strings.Builder
-	b.WriteString(readScript("prelude.lua"))
+	b.WriteString(source("value.lua", "prelude.lua"))
 	fmt.Fprintf(&b, "\nlocal algs, LOG = {}, %d\n", ringlimit.SlidingLog)
 	for alg, f := range scriptFiles {
-		fmt.Fprintf(&b, "algs[%d] = function()\n%s\nend\n", alg, readScript(f))
+		fmt.Fprintf(&b, "algs[%d] = function()\n%s\nend\n", alg, source(f))
 	}
-	b.WriteString(readScript("multi.lua"))
+	b.WriteString(source("multi.lua"))
 	return b.String()
-}
-
-func readScript(name string) string {
-	src, err := scriptFS.ReadFile("scripts/" + name)
-	if err != nil {
-		panic(err) // embedded: cannot happen
-	}
-	return string(src)
 }
 
 // multiScripts is AllowAll's script, built once.
@@ -94,6 +86,9 @@ func (l *Limiter) AllowAll(ctx context.Context, key string, rules []ringlimit.Ru
 		return nil, fmt.Errorf("remote: eval multi: %w", callerErr(ctx, err))
 	}
 	v, err := resp.ToString()
+	if err == nil && v == badValue {
+		return nil, fmt.Errorf("remote: eval multi: key %s: %w", strconv.Quote(key), ErrBadValue)
+	}
 	if err != nil || len(v) != replyLen*len(rules) {
 		return nil, fmt.Errorf("remote: eval multi: unexpected reply %s: %w", resp.String(), err)
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"sync/atomic"
-	"time"
 
 	"github.com/valkey-io/valkey-go"
 
@@ -40,25 +39,47 @@ var scriptFiles = [...]string{
 	ringlimit.SlidingWindow: "sliding_window.lua",
 }
 
-// Script returns the full Lua source that decides alg: the shared prelude
-// followed by the algorithm's body; "" for an unknown algorithm.
+// Script returns the full Lua source that decides alg: the shared heads
+// (value.lua, prelude.lua) followed by the algorithm's body; "" for an
+// unknown algorithm.
 func Script(alg ringlimit.Algorithm) string {
 	if int(alg) >= len(scriptFiles) {
 		return ""
 	}
-	prelude, err := scriptFS.ReadFile("scripts/prelude.lua")
-	if err != nil {
-		panic(err) // embedded: cannot happen
-	}
-	body, err := scriptFS.ReadFile("scripts/" + scriptFiles[alg])
-	if err != nil {
-		panic(err)
-	}
-	return string(prelude) + string(body)
+	return source("value.lua", "prelude.lua", scriptFiles[alg])
 }
 
 // scriptSet is the compiled scripts, by algorithm.
 type scriptSet [len(scriptFiles)]struct{ exec, peek *valkey.Lua }
+
+// source concatenates embedded script files.
+func source(files ...string) string {
+	var src []byte
+	for _, f := range files {
+		b, err := scriptFS.ReadFile("scripts/" + f)
+		if err != nil {
+			panic(err) // embedded: cannot happen
+		}
+		src = append(src, b...)
+	}
+	return string(src)
+}
+
+// resetScript deletes a state, and leaves a key alone unless it holds a
+// value of ours.
+var resetScript = valkey.NewLuaScript(source("value.lua", "reset.lua"))
+
+// ErrBadValue: the key's Valkey name holds something the scripts did not
+// write: another type (a hash, list, set, zset, ...), another application's
+// string, or corrupt bytes. It is a problem of that key, not of the store:
+// the Limiter answers that key with an error wrapping ErrBadValue (and
+// failover answers it by its policy without counting a store failure), and
+// never writes over the value.
+// It wraps ringlimit.ErrBadValue, which package failover recognises.
+var ErrBadValue = fmt.Errorf("remote: bad value under the key: %w", ringlimit.ErrBadValue)
+
+// badValue is the scripts' reply for such a key (value.lua: BAD).
+const badValue = "bad value"
 
 // scripts are built once: their SHA-1s are computed at init, so New is
 // cheap and every Limiter shares them.
@@ -123,7 +144,8 @@ func (l *Limiter) Peek(ctx context.Context, key string, rule ringlimit.Rule) (ri
 }
 
 // Reset deletes key's states: the one AllowN uses and those of AllowAll's
-// other indexes (one DEL; they share a slot).
+// other indexes (one script run; they share a slot). A key that holds a
+// value the scripts did not write (see ErrBadValue) is left as it is.
 func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if err := ringlimit.ValidateKey(key); err != nil {
 		return err
@@ -135,7 +157,7 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	for i := range keys {
 		keys[i] = l.IndexKey(key, i)
 	}
-	if err := l.client.Do(ctx, l.client.B().Del().Key(keys[:]...).Build()).Error(); err != nil {
+	if err := resetScript.Exec(ctx, l.client, keys[:], nil).Error(); err != nil {
 		return fmt.Errorf("remote: del: %w", callerErr(ctx, err))
 	}
 	return nil
@@ -160,6 +182,9 @@ func (l *Limiter) decide(ctx context.Context, key string, rule ringlimit.Rule, n
 		return ringlimit.Decision{}, fmt.Errorf("remote: eval %s: %w", alg, callerErr(ctx, err))
 	}
 	v, err := resp.ToString()
+	if err == nil && v == badValue {
+		return ringlimit.Decision{}, fmt.Errorf("remote: eval %s: key %s: %w", alg, strconv.Quote(key), ErrBadValue)
+	}
 	if err != nil || len(v) != replyLen {
 		return ringlimit.Decision{}, fmt.Errorf("remote: eval %s: unexpected reply %s: %w", alg, resp.String(), err)
 	}
@@ -167,9 +192,9 @@ func (l *Limiter) decide(ctx context.Context, key string, rule ringlimit.Rule, n
 		Allowed:    word(v, 0) == 1,
 		Limit:      rule.Limit,
 		Remaining:  word(v, 1),
-		RetryAfter: time.Duration(word(v, 2)) * time.Millisecond,
-		ResetAfter: time.Duration(word(v, 3)) * time.Millisecond,
-		Delay:      time.Duration(word(v, 4)) * time.Millisecond,
+		RetryAfter: ringlimit.Millis(word(v, 2)),
+		ResetAfter: ringlimit.Millis(word(v, 3)),
+		Delay:      ringlimit.Millis(word(v, 4)),
 		Source:     ringlimit.Store,
 	}, nil
 }

@@ -98,13 +98,20 @@ func EncodeState(s State) []byte {
 // logHeaderLen is the length of a sliding log value's header.
 const logHeaderLen = tagLen + 6*8
 
-// DecodeState parses a value the scripts stored. Its errors wrap ErrBadState.
+// DecodeState parses a value the scripts stored. It refuses what the scripts
+// refuse as not theirs (see ErrBadValue): a value of the wrong length for its
+// algorithm, a sliding log header that disagrees with the value, and any
+// field outside [0, 2^53) (a window or a log entry's count below 1). Its
+// errors wrap ErrBadState.
 func DecodeState(v []byte) (State, error) {
 	if len(v) < tagLen || v[0] >= byte(len(scriptFiles)) {
 		return State{}, fmt.Errorf("%w: %d bytes", ErrBadState, len(v))
 	}
 	le := binary.LittleEndian
 	s := State{Algorithm: ringlimit.Algorithm(v[0]), Window: int64(le.Uint64(v[1:]))}
+	if s.Window < 1 || !inRange(s.Window) {
+		return State{}, fmt.Errorf("%w: window %d", ErrBadState, s.Window)
+	}
 	body := v[tagLen:]
 	word := func(i int) int64 { return int64(le.Uint64(body[8*i:])) }
 	want := 16
@@ -121,6 +128,9 @@ func DecodeState(v []byte) (State, error) {
 	if want == 24 {
 		s.C = word(2)
 	}
+	if !inRange(s.A, s.B, s.C) {
+		return State{}, fmt.Errorf("%w: %s fields %d, %d, %d out of range", ErrBadState, s.Algorithm, s.A, s.B, s.C)
+	}
 	return s, nil
 }
 
@@ -131,12 +141,15 @@ func decodeLog(s State, v []byte) (State, error) {
 	word := func(off int) int64 { return int64(binary.LittleEndian.Uint64(v[off:])) }
 	total, head, size := word(tagLen), word(tagLen+8), word(tagLen+16)
 	oldest, newest, ncount := word(tagLen+24), word(tagLen+32), word(tagLen+40)
-	if size != int64(len(v)) || head < logHeaderLen || head > size || (size-head)%16 != 0 {
+	if size != int64(len(v)) || head < logHeaderLen || head > size || (size-head)%16 != 0 || !inRange(total, oldest, newest, ncount) {
 		return State{}, fmt.Errorf("%w: sliding_log head %d, size %d, length %d", ErrBadState, head, size, len(v))
 	}
 	var sum int64
 	for off := int(head); off < len(v); off += 16 {
 		e := LogEntry{Stamp: word(off), Count: word(off + 8)}
+		if e.Count < 1 || !inRange(e.Stamp, e.Count) {
+			return State{}, fmt.Errorf("%w: sliding_log entry %d×%d", ErrBadState, e.Stamp, e.Count)
+		}
 		if n := len(s.Log); n > 0 && e.Stamp <= s.Log[n-1].Stamp {
 			return State{}, fmt.Errorf("%w: sliding_log stamps out of order", ErrBadState)
 		}
@@ -148,4 +161,15 @@ func decodeLog(s State, v []byte) (State, error) {
 			ErrBadState, total, oldest, newest, ncount)
 	}
 	return s, nil
+}
+
+// inRange reports whether every v is in [0, 2^53): no field the scripts
+// write reaches 2^53 (Lua numbers are exact below it).
+func inRange(vs ...int64) bool {
+	for _, v := range vs {
+		if v < 0 || v >= 1<<53 {
+			return false
+		}
+	}
+	return true
 }

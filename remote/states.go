@@ -2,9 +2,9 @@ package remote
 
 import (
 	"context"
-
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/valkey-io/valkey-go"
@@ -19,11 +19,17 @@ type KeyState struct {
 	TTL   time.Duration // rounded up to whole ms, at least 1 ms
 }
 
-// WriteStates stores each state under its key with its TTL (SET … PX), in
-// one pipelined round trip, at IndexKey(Key, State.Index), and each of
-// State.More (the key's other states, whose TTL is TTL offset by the
-// difference of their Until and State.Until) at its own index, as the scripts would have stored them. It is not
-// atomic across keys. The error is the first failure (a cancelled context is
+// WriteStates stores each state under its key with its TTL (SET … GET PX),
+// in one pipelined round trip, as the scripts would have stored them: at
+// IndexKey(Key, State.Index), and each of State.More (the key's other
+// states, whose TTL is TTL offset by the difference of their Until and
+// State.Until) at its own index. It
+// never writes over another type: SET … GET refuses a key that holds a hash,
+// list, set, zset or stream, and such a key is skipped, not an error (see
+// ErrBadValue). (A foreign string under our key is replaced: telling it from
+// ours would take a script per key, which costs the write-behind most of its
+// throughput; the decision scripts never write over one.) It is not atomic
+// across keys. The error is the first other failure (a cancelled context is
 // reported as the context's error).
 func (l *Limiter) WriteStates(ctx context.Context, states []KeyState) error {
 	if len(states) == 0 {
@@ -42,28 +48,47 @@ func (l *Limiter) WriteStates(ctx context.Context, states []KeyState) error {
 			if uint(st.Index) >= ringlimit.MaxRules {
 				return fmt.Errorf("remote: write %s: %w: index %d", strconv.Quote(ks.Key), ErrBadState, st.Index)
 			}
-			ms := max(1, int64((ttl+time.Millisecond-1)/time.Millisecond))
+			// Rounded up without overflowing: a saturated TTL (a state that
+			// matters for centuries) is a long TTL, not a negative one.
+			ms := int64(ttl / time.Millisecond)
+			if ttl%time.Millisecond > 0 {
+				ms++
+			}
+			ms = max(1, ms)
 			cmds = append(cmds, l.client.B().Set().Key(l.IndexKey(ks.Key, st.Index)).
-				Value(valkey.BinaryString(EncodeState(st))).PxMilliseconds(ms).Build())
+				Value(valkey.BinaryString(EncodeState(st))).Get().PxMilliseconds(ms).Build())
 		}
 	}
 	for _, r := range l.client.DoMulti(ctx, cmds...) {
-		if err := r.Error(); err != nil {
-			return fmt.Errorf("remote: write %d states: %w", len(cmds), callerErr(ctx, err))
+		err := r.Error()
+		if err == nil || valkey.IsValkeyNil(err) || wrongType(err) {
+			continue
 		}
+		return fmt.Errorf("remote: write %d states: %w", len(states), callerErr(ctx, err))
 	}
 	return nil
 }
 
+// wrongType reports whether err is the server's WRONGTYPE error: the key
+// holds another type.
+func wrongType(err error) bool {
+	ve, ok := valkey.IsValkeyErr(err)
+	return ok && strings.HasPrefix(ve.Error(), "WRONGTYPE")
+}
+
 // LoadState reads key's state at index 0 (the one AllowN uses) and its
 // remaining TTL; ok is false if the key
-// holds none.
+// holds none. A key that holds a value the scripts did not write returns an
+// error wrapping ErrBadValue (and, for a string, ErrBadState).
 func (l *Limiter) LoadState(ctx context.Context, key string) (s State, ttl time.Duration, ok bool, err error) {
 	k := l.Key(key)
 	rs := l.client.DoMulti(ctx, l.client.B().Get().Key(k).Build(), l.client.B().Pttl().Key(k).Build())
 	v, err := rs[0].ToString()
 	if valkey.IsValkeyNil(err) {
 		return State{}, 0, false, nil
+	}
+	if wrongType(err) {
+		return State{}, 0, false, fmt.Errorf("remote: load %s: %w", strconv.Quote(key), ErrBadValue)
 	}
 	if err != nil {
 		return State{}, 0, false, fmt.Errorf("remote: load: %w", callerErr(ctx, err))
@@ -72,13 +97,13 @@ func (l *Limiter) LoadState(ctx context.Context, key string) (s State, ttl time.
 	if err != nil {
 		return State{}, 0, false, fmt.Errorf("remote: load: pttl: %w", callerErr(ctx, err))
 	}
+	if s, err = DecodeState([]byte(v)); err != nil {
+		return State{}, 0, false, fmt.Errorf("remote: load %s: %w: %w", strconv.Quote(key), ErrBadValue, err)
+	}
 	if pttl < 0 { // gone in between (-2), or no TTL (-1: not written by us)
 		return State{}, 0, false, nil
 	}
-	if s, err = DecodeState([]byte(v)); err != nil {
-		return State{}, 0, false, fmt.Errorf("remote: load %s: %w", strconv.Quote(key), err)
-	}
-	return s, time.Duration(pttl) * time.Millisecond, true, nil
+	return s, ringlimit.Millis(pttl), true, nil
 }
 
 // WriteStates is the Limiter's WriteStates, or ErrNotConnected.

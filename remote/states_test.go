@@ -71,3 +71,20 @@ func TestWriteAndLoadStates(t *testing.T) {
 		t.Fatal("WriteStates to a dead server succeeded")
 	}
 }
+
+// A state that matters for centuries (Limit 1, Burst 1e6, Window 24 h)
+// has a saturated TTL: it must be written with a long TTL, not round over
+// to a negative one and be gone at once.
+func TestWriteStatesSaturatedTTL(t *testing.T) {
+	_, c := server(t)
+	ctx := context.Background()
+	l := remote.New(c, remote.Config{})
+	st := remote.State{Algorithm: ringlimit.FixedWindow, Window: 60000, A: time.Now().UnixMilli() / 60000, B: 1}
+	if err := l.WriteStates(ctx, []remote.KeyState{{Key: "forever", State: st, TTL: ringlimit.MaxDuration}}); err != nil {
+		t.Fatal(err)
+	}
+	_, ttl, ok, err := l.LoadState(ctx, "forever")
+	if err != nil || !ok || ttl < 100*365*24*time.Hour {
+		t.Fatalf("LoadState after a saturated TTL: ttl %v, ok %v, err %v; want centuries", ttl, ok, err)
+	}
+}

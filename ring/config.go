@@ -139,6 +139,10 @@ type Config struct {
 	// Logger receives the membership's logs, and memberlist's (bridged at
 	// their levels). If nil, logs are discarded.
 	Logger *slog.Logger
+	// LogSummary is the interval over which repeated lines of one kind
+	// (memberlist's, such as one per junk packet) are written once and then
+	// counted into one summary line. If zero, 10 s.
+	LogSummary time.Duration
 
 	// WrapTransport, if not nil, is given the member's advertised gossip
 	// address and the UDP/TCP transport bound to BindAddr:BindPort, and

@@ -48,7 +48,7 @@ func (e *events) record(n *memberlist.Node, alive bool) {
 	case alive:
 		md, err := decodeMeta(n.Meta)
 		if err != nil {
-			m.log.Warn("ring: member metadata unreadable", "peer", n.Name, "err", err)
+			m.sum.Warn("ring: member metadata unreadable", "ring: member metadata unreadable", "peer", n.Name, "err", err)
 		}
 		m.members[n.Name] = memberInfo{rpcAddr: resolveRPC(md.RPCAddr, n.Addr), addr: n.Address()}
 		delete(m.failed, n.Name)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/ringlimit/ringlimit/internal/logsum"
 )
 
 type recordHandler struct {
@@ -26,7 +28,8 @@ func (h *recordHandler) WithGroup(string) slog.Handler      { return h }
 
 func TestMemberlistLogBridge(t *testing.T) {
 	h := &recordHandler{}
-	l := memberlistLogger(slog.New(h))
+	sl := slog.New(h)
+	l := memberlistLogger(sl, logsum.New(sl, 0))
 	l.Printf("[DEBUG] memberlist: probing %s", "a")
 	l.Printf("[WARN] memberlist: slow")
 	l.Printf("[ERR] memberlist: broken")
@@ -49,7 +52,7 @@ func TestMemberlistLogBridge(t *testing.T) {
 		}
 	}
 
-	if w := memberlistLogger(nil).Writer(); w != io.Discard {
+	if w := memberlistLogger(nil, nil).Writer(); w != io.Discard {
 		t.Fatalf("without a Logger memberlist writes to %T, want io.Discard", w)
 	}
 }

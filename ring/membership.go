@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
 	"github.com/ringlimit/ringlimit"
+	"github.com/ringlimit/ringlimit/internal/logsum"
 )
 
 // Event describes one change of the membership, as delivered to
@@ -55,6 +57,7 @@ const reconnectsPerRound = 4
 type Membership struct {
 	cfg        Config
 	log        *slog.Logger
+	sum        *logsum.Summarizer // repeated lines: memberlist's, unreadable metadata
 	ml         *memberlist.Memberlist
 	gossipAddr string // advertised host:port
 	bindAddr   string // bound host:port
@@ -102,7 +105,10 @@ func NewMembership(cfg Config) (*Membership, error) {
 		m.log = slog.New(slog.DiscardHandler)
 	}
 	m.log = m.log.With("member", cfg.Name)
-	mlog := memberlistLogger(cfg.Logger)
+	if cfg.Logger != nil {
+		m.sum = logsum.New(m.log, cfg.LogSummary)
+	}
+	mlog := memberlistLogger(cfg.Logger, m.sum)
 
 	nt, err := newNetTransport(cfg.BindAddr, cfg.BindPort, mlog)
 	if err != nil {
@@ -259,6 +265,7 @@ func (m *Membership) Shutdown() error {
 		if err := m.ml.Shutdown(); err != nil {
 			m.shutdownErr = fmt.Errorf("ring: shutdown: %w", err)
 		}
+		m.sum.Flush(true)
 		m.log.Debug("ring: membership stopped")
 	})
 	return m.shutdownErr

@@ -18,6 +18,7 @@ func (m *Membership) reconnectLoop() {
 			return
 		case <-t.C:
 		}
+		m.sum.Flush(false) // summaries of repeated lines whose interval is over
 		if m.left.Load() {
 			continue
 		}

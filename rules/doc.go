@@ -8,8 +8,11 @@
 // every problem with its line number, as *Error values wrapping ErrInvalid.
 //
 // A Watcher rereads its file every interval and swaps a changed, valid file's
-// Set in atomically; a broken file keeps the last good Set in force and is
-// logged and counted. Its goroutine runs only inside Run (or Watch), and
+// Set in atomically once the file has stayed unchanged for WatchConfig.Settle
+// (500 ms), so a file caught half written is never loaded; a broken file
+// keeps the last good Set in force and is logged and counted. Replace rule
+// files by atomic rename; symbolic link swaps (Kubernetes ConfigMaps) are
+// followed. Its goroutine runs only inside Run (or Watch), and
 // stops when the context given to it is done.
 //
 // Both *Set and *Watcher have a Current() *Set method, which is what

@@ -9,28 +9,51 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ringlimit/ringlimit/internal/logsum"
 )
+
+// DefaultSettle is WatchConfig.Settle when it is zero.
+const DefaultSettle = 500 * time.Millisecond
 
 // WatchConfig configures a Watcher. The zero WatchConfig is valid.
 type WatchConfig struct {
 	// Interval is how often Run reads the file. If zero, 10 seconds.
 	Interval time.Duration
-	// Logger receives a record for every reload and every failed one. If
+	// Settle is how long a changed file must stay unchanged before Run loads
+	// it, so that a file caught while an editor or a copy is still writing
+	// it (whose first half may well parse: a limit of 500 cut to 5, a rule
+	// cut off) is never loaded. Run reads a changed file again after Settle
+	// and loads it only if it is the same. If zero, DefaultSettle (500 ms);
+	// if negative, a changed file loads at once.
+	Settle time.Duration
+	// Logger receives a record for every reload and every failed one
+	// (repeated failures within 10 s are counted into one summary line). If
 	// nil, nothing is logged.
 	Logger *slog.Logger
 }
 
 // Watcher keeps the rules of a file current: it rereads the file every
-// Interval and, when the content changed and parses, swaps the new Set in
-// atomically. A file that fails to load or parse leaves the last good Set in
-// force; the failure is logged and counted.
+// Interval and, when the content changed, stayed the same for Settle and
+// parses, swaps the new Set in atomically. A file that fails to load or parse
+// leaves the last good Set in force; the failure is logged and counted.
+//
+// Replace the file atomically: write the new version to a temporary file in
+// the same directory and rename it over the old one, so that every read
+// sees one whole version (Settle only guards against writers that pause for
+// less than it). The path is read through symbolic links on every read, so
+// a swapped link is followed: a Kubernetes ConfigMap volume (the file links
+// to ..data/name, and an update renames a new ..data link into place) is
+// picked up like any other change.
 //
 // Current is safe to call from any goroutine at any time and never blocks:
 // a caller sees either the old Set or the new one, never a mix.
 type Watcher struct {
 	path     string
 	interval time.Duration
+	settle   time.Duration
 	log      *slog.Logger
+	sum      *logsum.Summarizer
 
 	cur     atomic.Pointer[Set]
 	reloads atomic.Uint64
@@ -39,6 +62,8 @@ type Watcher struct {
 	mu      sync.Mutex // serialises Reload
 	last    []byte     // the content last examined, good or bad
 	lastErr string     // the last read error, so a lasting one is reported once
+	pending []byte     // Run: changed content waiting to stay unchanged for settle
+	since   time.Time  // when pending was first read
 }
 
 // NewWatcher loads the file at path and returns a Watcher holding its rules.
@@ -59,7 +84,11 @@ func NewWatcher(path string, c WatchConfig) (*Watcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Watcher{path: path, interval: c.Interval, log: c.Logger, last: data}
+	if c.Settle == 0 {
+		c.Settle = DefaultSettle
+	}
+	w := &Watcher{path: path, interval: c.Interval, settle: max(c.Settle, 0), log: c.Logger,
+		sum: logsum.New(c.Logger, 0), last: data}
 	w.cur.Store(s)
 	return w, nil
 }
@@ -85,18 +114,52 @@ func (w *Watcher) Reloads() uint64 { return w.reloads.Load() }
 // once, however many times it is read.
 func (w *Watcher) Errors() uint64 { return w.errors.Load() }
 
-// Run calls Reload every Interval until ctx is done, then returns ctx.Err().
+// Run reads the file every Interval until ctx is done, then returns
+// ctx.Err(). A changed file is read again Settle later and loaded as Reload
+// would only if it is unchanged; otherwise its newest content waits another
+// Settle.
 func (w *Watcher) Run(ctx context.Context) error {
 	t := time.NewTicker(w.interval)
 	defer t.Stop()
+	settled := time.NewTimer(time.Hour)
+	settled.Stop()
+	defer settled.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C:
-			w.Reload() // reported through the logger and Errors
+		case <-settled.C:
+		}
+		if wait := w.poll(time.Now()); wait > 0 { // reported through the logger and Errors
+			settled.Reset(wait)
 		}
 	}
+}
+
+// poll is one read of Run's: it loads the file if its content changed and
+// has stayed the same for settle, and otherwise returns how long to wait
+// before reading it again to see (0: nothing is waiting).
+func (w *Watcher) poll(now time.Time) time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	data, err := w.read()
+	if err != nil || bytes.Equal(data, w.last) {
+		w.pending = nil
+		return 0
+	}
+	if w.settle > 0 {
+		if w.pending == nil || !bytes.Equal(data, w.pending) {
+			w.pending, w.since = data, now
+			return w.settle
+		}
+		if waited := now.Sub(w.since); waited < w.settle {
+			return w.settle - waited
+		}
+	}
+	w.pending = nil
+	w.load(data) // reported through the logger and Errors
+	return 0
 }
 
 // Reload reads the file once. If its content changed and is valid, the new
@@ -106,9 +169,23 @@ func (w *Watcher) Run(ctx context.Context) error {
 // nil: a broken file is reported once, not every Interval. The whole file is
 // read and compared each time (rule files are small), so an edit that keeps
 // the size and the modification time is not missed.
+//
+// Reload loads what the file holds now, without waiting for Settle: call it
+// when the file is known to be whole (after an atomic rename).
 func (w *Watcher) Reload() (changed bool, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	data, err := w.read()
+	if err != nil {
+		return false, err
+	}
+	w.pending = nil
+	return w.load(data)
+}
+
+// read reads the file; a new read error is logged and counted. Called with
+// w.mu held.
+func (w *Watcher) read() ([]byte, error) {
 	data, err := os.ReadFile(w.path)
 	if err != nil {
 		err = fmt.Errorf("rules: reload: %w", err)
@@ -116,9 +193,15 @@ func (w *Watcher) Reload() (changed bool, err error) {
 			w.lastErr = msg
 			w.failed(err)
 		}
-		return false, err
+		return nil, err
 	}
 	w.lastErr = ""
+	return data, nil
+}
+
+// load swaps in the Set data holds if it differs from the content last
+// examined. Called with w.mu held.
+func (w *Watcher) load(data []byte) (changed bool, err error) {
 	if bytes.Equal(data, w.last) {
 		return false, nil
 	}
@@ -136,5 +219,5 @@ func (w *Watcher) Reload() (changed bool, err error) {
 
 func (w *Watcher) failed(err error) {
 	w.errors.Add(1)
-	w.log.Error("rules: reload failed; keeping the last good rules", "path", w.path, "err", err)
+	w.sum.Log(slog.LevelError, "reload failed", "rules: reload failed; keeping the last good rules", "path", w.path, "err", err)
 }

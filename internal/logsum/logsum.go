@@ -28,8 +28,9 @@ type Summarizer struct {
 	every time.Duration
 	now   func() time.Time // time.Now; tests replace it
 
-	mu    sync.Mutex
-	kinds map[string]*entry
+	mu      sync.Mutex
+	kinds   map[string]*entry
+	counted int64 // lines given to Log
 }
 
 type entry struct {
@@ -62,6 +63,7 @@ func (s *Summarizer) Log(level slog.Level, kind, msg string, args ...any) {
 	}
 	now := s.now()
 	s.mu.Lock()
+	s.counted++
 	e := s.kinds[kind]
 	if e == nil {
 		if len(s.kinds) >= MaxKinds {
@@ -120,6 +122,17 @@ func (s *Summarizer) Suppressed(kind string) int64 {
 		return e.suppressed
 	}
 	return 0
+}
+
+// Counted returns how many lines were given to Log (and Warn), written or
+// counted, since New.
+func (s *Summarizer) Counted() int64 {
+	if s == nil {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.counted
 }
 
 // summary returns the function that writes e's summary, or nil if it has

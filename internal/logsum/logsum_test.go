@@ -113,3 +113,23 @@ func TestNilLoggerDiscards(t *testing.T) {
 	var nilS *Summarizer
 	nilS.Warn("a", "x")
 }
+
+// Counted counts every line given to Log, written or suppressed; a nil
+// Summarizer counts nothing.
+func TestCounted(t *testing.T) {
+	s, buf, _ := newTest(time.Second)
+	for range 5 {
+		s.Warn("a", "line a")
+	}
+	s.Warn("b", "line b")
+	if got := s.Counted(); got != 6 {
+		t.Fatalf("Counted = %d, want 6", got)
+	}
+	if n := len(lines(buf)); n != 2 {
+		t.Fatalf("%d lines written, want 2", n)
+	}
+	var none *Summarizer
+	if none.Counted() != 0 {
+		t.Fatal("a nil Summarizer counted")
+	}
+}

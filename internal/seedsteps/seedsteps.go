@@ -52,7 +52,12 @@ func Cases() []Case {
 // Run runs every case as a subtest, each on a Limiter that newLimiter makes
 // on a manual clock, and expects Source source in every Decision.
 func Run(t *testing.T, source ringlimit.Source, newLimiter func(t *testing.T, clk ringlimit.Clock) ringlimit.Limiter) {
-	for _, c := range Cases() {
+	RunCases(t, Cases(), source, newLimiter)
+}
+
+// RunCases is Run for the given cases.
+func RunCases(t *testing.T, cases []Case, source ringlimit.Source, newLimiter func(t *testing.T, clk ringlimit.Clock) ringlimit.Limiter) {
+	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
 			clk := testclock.New(T0)
 			l := newLimiter(t, clk)

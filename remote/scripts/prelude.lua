@@ -18,12 +18,20 @@ if not consume then n = 1 end
 local tag = string.sub(rule, 1, 9)
 local window, limit, burst = struct.unpack('<i8i8i8', rule, 2)
 
--- stored returns the key's value if it was recorded under this tag, else nil.
-local function stored()
-  local raw = redis.call('GET', key)
-  if raw and string.sub(raw, 1, 9) == tag then return raw end
-  return nil
+-- A key that holds something we did not write gets BAD and is never written.
+-- st is the key's value if it was recorded under this tag, else nil (a value
+-- of ours under another tag is started afresh). The sliding log reads its
+-- value itself, in pieces.
+local st
+if string.byte(rule, 1) ~= 3 then
+  local raw = redis.pcall('GET', key)
+  if type(raw) == 'table' then return BAD end -- WRONGTYPE
+  if raw then
+    if not wellFormed(raw, #raw) then return BAD end
+    if string.sub(raw, 1, 9) == tag then st = raw end
+  end
 end
+local function stored() return st end
 
 -- Exact integer division (math.fmod is exact; a/b then floor may round).
 local function fdiv(a, b)

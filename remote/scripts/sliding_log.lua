@@ -10,7 +10,8 @@
 local HDR, CHUNK = 57, 16 * 32
 local t, total = now, 0
 local head, size, oldest, newest, ncount = HDR, HDR, 0, 0, 0
-local hdr = redis.call('GETRANGE', key, 0, HDR - 1)
+local vs, hdr = valueState(key)
+if vs == 'bad' then return BAD end
 if #hdr == HDR and string.sub(hdr, 1, 9) == tag then
   total, head, size, oldest, newest, ncount = struct.unpack('<i8i8i8i8i8i8', hdr, 10)
   t = math.max(now, newest)
@@ -18,11 +19,15 @@ if #hdr == HDR and string.sub(hdr, 1, 9) == tag then
   if newest <= cutoff then -- every stamp has left the window
     total, head = 0, size
   elseif oldest <= cutoff then -- drop the stamps at or before the cutoff
+    -- Bounded by the entries (head only grows, up to size); entries that
+    -- disagree with the header make the value BAD before anything is written.
     local done = false
-    while not done do
+    while not done and head < size do
       local chunk = redis.call('GETRANGE', key, head, head + CHUNK - 1)
+      if #chunk == 0 then return BAD end
       for p = 1, #chunk, 16 do
         local s, c = struct.unpack('<i8i8', chunk, p)
+        if c < 1 or c >= EXACT or not fits(s) then return BAD end
         if s > cutoff then
           oldest, done = s, true
           break
@@ -30,6 +35,7 @@ if #hdr == HDR and string.sub(hdr, 1, 9) == tag then
         total, head = total - c, head + 16
       end
     end
+    if total < 0 or (head == size) ~= (total == 0) then return BAD end
   end
 end
 local count = total
@@ -67,14 +73,17 @@ else
   local k, p, s = count - (limit - n), head, newest
   while k > 0 and p < size do
     local chunk = redis.call('GETRANGE', key, p, p + CHUNK - 1)
+    if #chunk == 0 then return BAD end
     for q = 1, #chunk, 16 do
       local c
       s, c = struct.unpack('<i8i8', chunk, q)
+      if c < 1 or c >= EXACT or not fits(s) then return BAD end
       k = k - c
       if k <= 0 then break end
     end
     p = p + CHUNK
   end
+  if k > 0 then return BAD end -- the entries hold fewer hits than the header says
   retry = s + window - t
 end
 local reset = 0

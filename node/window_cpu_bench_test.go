@@ -1,0 +1,104 @@
+//go:build linux
+
+package node_test
+
+import (
+	"runtime"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/ringlimit/ringlimit"
+	"github.com/ringlimit/ringlimit/local"
+	"github.com/ringlimit/ringlimit/node"
+	"github.com/ringlimit/ringlimit/node/nodetest"
+)
+
+// threadCPU is the calling thread's CPU time, to the nanosecond
+// (clock_gettime of CLOCK_THREAD_CPUTIME_ID; getrusage counts in ticks).
+func threadCPU() time.Duration {
+	var ts syscall.Timespec
+	syscall.Syscall(syscall.SYS_CLOCK_GETTIME, 3 /* CLOCK_THREAD_CPUTIME_ID */, uintptr(unsafe.Pointer(&ts)), 0)
+	return time.Duration(ts.Nano())
+}
+
+// BenchmarkOwnedDecisionCPU is BenchmarkOwnedDecision measured as the
+// calling thread's CPU time, in rounds that interleave the four cases
+// (bare local.AllowN, a steady node, a node in the hand-off window after
+// it started and after a peer joined), so that a machine loaded by other
+// work shifts them alike. It reports the median ns of CPU per call of each
+// and the median of the per-round ratios.
+func BenchmarkOwnedDecisionCPU(b *testing.B) {
+	rule := ringlimit.Rule{Limit: 1 << 40, Window: time.Second}
+	l := local.New(local.Config{Clock: newStepClock()})
+	steady := settled(b, 1, func(cfg *node.Config) { cfg.Clock = newStepClock() }).Nodes[0]
+	start := nodetest.Start(b, 1, func(cfg *node.Config) {
+		cfg.Clock = newStepClock()
+		cfg.HandoffWindow = time.Hour
+	}).Nodes[0]
+	c := nodetest.Start(b, 1, func(cfg *node.Config) {
+		cfg.Clock = newStepClock()
+		cfg.HandoffWindow = time.Hour
+	})
+	joined := c.Nodes[0]
+	keys := make([]string, 256)
+	for i := range keys {
+		keys[i] = "k" + string(rune('a'+i%26)) + string(rune('a'+i/26))
+		joined.Allow(ctx, keys[i], rule)
+	}
+	j := c.Add(b)
+	var kept string
+	for _, k := range keys {
+		if j.Owner(k) == joined.Name() {
+			kept = k
+			break
+		}
+	}
+	if kept == "" || !joined.Stats().Changing || !start.Stats().Changing || steady.Stats().Changing {
+		b.Fatal("the cases are not in the state they measure")
+	}
+	cases := []func(){
+		func() { l.AllowN(ctx, "hot", rule, 1) },
+		func() { steady.Allow(ctx, "hot", rule) },
+		func() { start.Allow(ctx, "hot", rule) },
+		func() { joined.Allow(ctx, kept, rule) },
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	const per = 20000
+	rounds := max(b.N/(per*len(cases)), 15)
+	ns := make([][]float64, len(cases))
+	b.ResetTimer()
+	for range rounds {
+		for i, f := range cases {
+			f()
+			t0 := threadCPU()
+			for range per {
+				f()
+			}
+			ns[i] = append(ns[i], float64(threadCPU()-t0)/per)
+		}
+	}
+	b.StopTimer()
+	median := func(v []float64) float64 {
+		v = slices.Clone(v)
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	ratio := func(a, d int) float64 {
+		r := make([]float64, rounds)
+		for k := range r {
+			r[k] = ns[a][k] / ns[d][k]
+		}
+		return median(r)
+	}
+	b.ReportMetric(median(ns[0]), "local-cpu-ns")
+	b.ReportMetric(median(ns[1]), "steady-cpu-ns")
+	b.ReportMetric(median(ns[2]), "start-cpu-ns")
+	b.ReportMetric(median(ns[3]), "join-cpu-ns")
+	b.ReportMetric(ratio(1, 0), "steady/local")
+	b.ReportMetric(ratio(2, 1), "start/steady")
+	b.ReportMetric(ratio(3, 1), "join/steady")
+}

@@ -1,0 +1,267 @@
+package remote_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/ringlimit/ringlimit"
+	"github.com/ringlimit/ringlimit/internal/testclock"
+	"github.com/ringlimit/ringlimit/remote"
+)
+
+// callTimeout bounds every call of these tests: a store timeout with room
+// for a loaded test machine. A script that loops would hold the server far
+// longer (Redis answers BUSY only after 5 s).
+const callTimeout = 250 * time.Millisecond
+
+// realValues returns, for each algorithm, a rule, the clock a call must be
+// made at to read (and prune) the stored value, and the value itself as the
+// scripts stored it after a run of calls. The sliding log's has a pruned
+// prefix (head past the header) and live entries on both sides of the cutoff.
+func realValues(t *testing.T, c valkey.Client) map[ringlimit.Algorithm]struct {
+	rule  ringlimit.Rule
+	at    time.Time
+	value string
+} {
+	t.Helper()
+	ctx := context.Background()
+	out := map[ringlimit.Algorithm]struct {
+		rule  ringlimit.Rule
+		at    time.Time
+		value string
+	}{}
+	for _, alg := range algorithms {
+		clk := testclock.New(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
+		l := remote.New(c, remote.Config{Clock: clk, Prefix: "real:"})
+		remote.SetTTLPad(l, 3600_000)
+		rule := ringlimit.Rule{Algorithm: alg, Limit: 100, Window: 100 * time.Millisecond}
+		for i := range 400 {
+			clk.Advance(time.Millisecond)
+			if _, err := l.AllowN(ctx, "k", rule, 1+int64(i%2)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		v, err := c.Do(ctx, c.B().Get().Key(l.Key("k")).Build()).ToString()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[alg] = struct {
+			rule  ringlimit.Rule
+			at    time.Time
+			value string
+		}{rule, clk.Now().Add(50 * time.Millisecond), v}
+	}
+	if log := out[ringlimit.SlidingLog].value; binary.LittleEndian.Uint64([]byte(log[17:])) == 57 {
+		t.Fatal("the sliding log has no pruned prefix: the test would miss that path")
+	}
+	return out
+}
+
+// mutations returns truncated, bit-flipped and length-inflated versions of v.
+func mutations(v string, rng *rand.Rand) map[string]string {
+	out := map[string]string{}
+	for n := range len(v) {
+		if n <= 80 || n%7 == 0 || n%16 <= 1 {
+			out[fmt.Sprintf("truncated to %d", n)] = v[:n]
+		}
+	}
+	flip := func(bit int) {
+		b := []byte(v)
+		b[bit/8] ^= 1 << (bit % 8)
+		out[fmt.Sprintf("bit %d flipped", bit)] = string(b)
+	}
+	for bit := range min(len(v), 57) * 8 {
+		flip(bit)
+	}
+	for range 200 {
+		flip(rng.IntN(len(v) * 8))
+	}
+	for _, n := range []int{1, 8, 15, 16, 17, 48, 4096} {
+		out[fmt.Sprintf("%d zero bytes appended", n)] = v + string(make([]byte, n))
+		out[fmt.Sprintf("%d 0xff bytes appended", n)] = v + string(bytesOf(n, 0xff))
+	}
+	// Header fields of a sliding log (and whatever sits there in the others).
+	field := func(name string, off int, val uint64) {
+		if off+8 > len(v) {
+			return
+		}
+		b := []byte(v)
+		binary.LittleEndian.PutUint64(b[off:], val)
+		out[name] = string(b)
+	}
+	le := binary.LittleEndian
+	if len(v) >= 57 {
+		total, head, size := le.Uint64([]byte(v[9:])), le.Uint64([]byte(v[17:])), le.Uint64([]byte(v[25:]))
+		field("head at the end (the reported hang)", 17, size)
+		field("head past the end", 17, size+16)
+		field("head far past the end", 17, 1<<40)
+		field("head inside the header", 17, 9)
+		field("head misaligned", 17, head+1)
+		field("size inflated", 25, size+16)
+		field("size huge", 25, 1<<62)
+		field("total huge", 9, 1<<62)
+		field("total one more", 9, total+1)
+		field("total zero", 9, 0)
+		field("newest in the future", 41, 1<<52)
+		field("negative total", 9, 1<<63)
+		// Length-inflated: many entries that all left the window, under a
+		// header that says the newest is still in it.
+		b := []byte(v[:57])
+		for i := range 4096 {
+			b = le.AppendUint64(b, uint64(i+1))
+			b = le.AppendUint64(b, 1)
+		}
+		le.PutUint64(b[25:], uint64(len(b)))
+		le.PutUint64(b[17:], 57)
+		out["4096 stale entries, live newest"] = string(b)
+	}
+	out["window zero"] = v[:1] + string(make([]byte, 8)) + v[9:]
+	out["unknown algorithm"] = "\x09" + v[1:]
+	return out
+}
+
+func bytesOf(n int, b byte) []byte {
+	out := make([]byte, n)
+	for i := range out {
+		out[i] = b
+	}
+	return out
+}
+
+// Every script terminates at once on any byte string under its key:
+// truncated, bit-flipped and length-inflated versions of real stored values
+// of all five algorithms. Each call returns within callTimeout with a
+// decision or ErrBadValue (never another error, which a failover would count
+// against the store), a value answered with ErrBadValue is left untouched,
+// and another client's PING is answered at once after each.
+func TestCorruptValuesTerminate(t *testing.T) {
+	srv, c := server(t)
+	pinger := dial(t, srv.Addr()) // another client
+
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(14, 2))
+	values := realValues(t, c)
+	for _, alg := range algorithms {
+		real := values[alg]
+		clk := testclock.New(real.at)
+		l := remote.New(c, remote.Config{Clock: clk, Prefix: "corrupt:"})
+		key := l.Key("k")
+		var decided, bad int
+		for name, v := range mutations(real.value, rng) {
+			for _, n := range []int64{0, 1, real.rule.Limit} {
+				if err := c.Do(ctx, c.B().Set().Key(key).Value(v).Build()).Error(); err != nil {
+					t.Fatal(err)
+				}
+				cctx, cancel := context.WithTimeout(ctx, callTimeout)
+				_, err := l.AllowN(cctx, "k", real.rule, n)
+				cancel()
+				pctx, pcancel := context.WithTimeout(ctx, callTimeout)
+				perr := pinger.Do(pctx, pinger.B().Ping().Build()).Error()
+				pcancel()
+				if perr != nil {
+					t.Fatalf("%s, %s, n %d: the server does not answer PING: %v (call: %v)", alg, name, n, perr, err)
+				}
+				switch {
+				case err == nil:
+					decided++
+				case errors.Is(err, remote.ErrBadValue) && errors.Is(err, ringlimit.ErrBadValue):
+					bad++
+					if got, _ := c.Do(ctx, c.B().Get().Key(key).Build()).ToString(); got != v {
+						t.Fatalf("%s, %s, n %d: a bad value was overwritten", alg, name, n)
+					}
+				default:
+					t.Fatalf("%s, %s, n %d: %v; want a decision or ErrBadValue", alg, name, n, err)
+				}
+			}
+		}
+		t.Logf("%s: %d calls decided, %d answered ErrBadValue", alg, decided, bad)
+		if bad == 0 || decided == 0 {
+			t.Errorf("%s: %d decided, %d bad: the mutations miss a path", alg, decided, bad)
+		}
+	}
+}
+
+// A key that holds another type, or a string we did not write, is a problem
+// of that key: every call on it returns ErrBadValue, and no call and no Reset
+// changes it; WriteStates (the write-behind) never writes over another type. LoadState reports it.
+// Another key of the same server is decided as usual.
+func TestForeignValuesAreLeftAlone(t *testing.T) {
+	_, c := server(t)
+	ctx := context.Background()
+	l := remote.New(c, remote.Config{Prefix: "app:"})
+	b := c.B()
+	foreign := []struct {
+		name     string
+		write    valkey.Completed
+		isString bool
+	}{
+		{"hash", b.Hset().Key(l.Key("hash")).FieldValue().FieldValue("f", "v").Build(), false},
+		{"list", b.Rpush().Key(l.Key("list")).Element("a", "b").Build(), false},
+		{"set", b.Sadd().Key(l.Key("set")).Member("a").Build(), false},
+		{"zset", b.Zadd().Key(l.Key("zset")).ScoreMember().ScoreMember(1, "a").Build(), false},
+		{"string", b.Set().Key(l.Key("string")).Value("another application's value").Build(), true},
+		{"tagged short", b.Set().Key(l.Key("tagged short")).Value("\x00\x01\x00\x00\x00\x00\x00\x00\x00xyz").Build(), true},
+	}
+	snapshot := func(key string) string {
+		d, err := c.Do(ctx, b.Dump().Key(l.Key(key)).Build()).ToString()
+		if err != nil {
+			t.Fatalf("DUMP %s: %v", key, err)
+		}
+		return d
+	}
+	for _, f := range foreign {
+		if err := c.Do(ctx, f.write).Error(); err != nil {
+			t.Fatal(err)
+		}
+		before := snapshot(f.name)
+		for _, alg := range algorithms {
+			rule := ringlimit.Rule{Algorithm: alg, Limit: 5, Window: time.Minute}
+			if _, err := l.AllowN(ctx, f.name, rule, 1); !errors.Is(err, remote.ErrBadValue) {
+				t.Errorf("%s, %s: AllowN: %v, want ErrBadValue", f.name, alg, err)
+			}
+			if _, err := l.Peek(ctx, f.name, rule); !errors.Is(err, remote.ErrBadValue) {
+				t.Errorf("%s, %s: Peek: %v, want ErrBadValue", f.name, alg, err)
+			}
+			if !f.isString { // WriteStates replaces a foreign string (see remote/doc.go)
+				st := remote.State{Algorithm: alg, Window: 60_000, A: 1, B: 2}
+				if err := l.WriteStates(ctx, []remote.KeyState{{Key: f.name, State: st, TTL: time.Minute}}); err != nil {
+					t.Errorf("%s, %s: WriteStates: %v", f.name, alg, err)
+				}
+			}
+		}
+		if err := l.Reset(ctx, f.name); err != nil {
+			t.Errorf("%s: Reset: %v", f.name, err)
+		}
+		if _, _, _, err := l.LoadState(ctx, f.name); !errors.Is(err, remote.ErrBadValue) {
+			t.Errorf("%s: LoadState: %v, want ErrBadValue", f.name, err)
+		}
+		if after := snapshot(f.name); after != before {
+			t.Errorf("%s: the value was changed", f.name)
+		}
+	}
+	// Our own keys: written, decided and reset as usual, also by WriteStates.
+	rule := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: 5, Window: time.Minute}
+	if d, err := l.AllowN(ctx, "ours", rule, 2); err != nil || d.Remaining != 3 {
+		t.Fatalf("our key: %+v, %v", d, err)
+	}
+	st := remote.State{Algorithm: ringlimit.FixedWindow, Window: 60_000, A: time.Now().UnixMilli() / 60_000, B: 4}
+	if err := l.WriteStates(ctx, []remote.KeyState{{Key: "ours", State: st, TTL: time.Minute}}); err != nil {
+		t.Fatal(err)
+	}
+	if s, _, ok, err := l.LoadState(ctx, "ours"); err != nil || !ok || s.B != 4 {
+		t.Fatalf("our key after WriteStates: %+v %v %v", s, ok, err)
+	}
+	if err := l.Reset(ctx, "ours"); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := c.Do(ctx, b.Exists().Key(l.Key("ours")).Build()).AsInt64(); n != 0 {
+		t.Fatal("Reset left our key")
+	}
+}

@@ -1,0 +1,50 @@
+package remote_test
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/ringlimit/ringlimit"
+	"github.com/ringlimit/ringlimit/remote"
+)
+
+// DecodeState takes any bytes without panicking, refuses with ErrBadState
+// what it does not take, and what it takes encodes to a value that decodes
+// to the same state, no longer than the input.
+func FuzzDecodeState(f *testing.F) {
+	for _, s := range []remote.State{
+		{Algorithm: ringlimit.TokenBucket, Window: 1000, A: 5000, B: 1_700_000_000_000},
+		{Algorithm: ringlimit.LeakyBucket, Window: 60_000, A: 1, B: 2},
+		{Algorithm: ringlimit.FixedWindow, Window: 1, A: 3, B: 4},
+		{Algorithm: ringlimit.SlidingWindow, Window: 86_400_000, A: 19_000, B: 7, C: 9},
+		{Algorithm: ringlimit.SlidingLog, Window: 100, Log: []remote.LogEntry{{Stamp: 10, Count: 2}, {Stamp: 11, Count: 1}}},
+		{Algorithm: ringlimit.SlidingLog, Window: 100},
+	} {
+		v := remote.EncodeState(s)
+		f.Add(v)
+		f.Add(v[:len(v)-1])
+		f.Add(append(v, 0))
+	}
+	f.Fuzz(func(t *testing.T, v []byte) {
+		s, err := remote.DecodeState(v)
+		if err != nil {
+			if !errors.Is(err, remote.ErrBadState) {
+				t.Fatalf("error %v does not wrap ErrBadState", err)
+			}
+			return
+		}
+		again := remote.EncodeState(s)
+		if len(again) > len(v) {
+			t.Fatalf("%x decodes to %+v, which encodes longer: %x", v, s, again)
+		}
+		s2, err := remote.DecodeState(again)
+		if err != nil || !reflect.DeepEqual(s, s2) && !(len(s.Log) == 0 && len(s2.Log) == 0) {
+			t.Fatalf("%x: %+v re-encodes to %x, which decodes to %+v, %v", v, s, again, s2, err)
+		}
+		if s.Algorithm != ringlimit.SlidingLog && !bytes.Equal(again, v) {
+			t.Fatalf("%x decodes to %+v, which encodes to %x", v, s, again)
+		}
+	})
+}

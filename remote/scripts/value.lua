@@ -1,0 +1,51 @@
+-- Shared head of every ringlimit script: what a value of ours looks like
+-- (remote/doc.go, "Foreign and corrupt values").
+-- BAD is the reply to a key that holds something the scripts did not write:
+-- another type, another application's string, or corrupt bytes. It is
+-- shorter than any decision's reply, so the client tells them apart.
+local BAD = 'bad value'
+local EXACT = 9007199254740992 -- 2^53: no field of ours reaches it
+
+-- fits reports whether x is in [0, 2^53). (struct.unpack's i8 always gives
+-- an integer.)
+local function fits(x) return x >= 0 and x < EXACT end
+
+-- wellFormed reports whether v, the first bytes (at most 57: the longest
+-- header) of a string value of len bytes, could have been written by the
+-- scripts: a known algorithm, a window of at least 1 ms, the length the
+-- algorithm's state has (a sliding log's header agrees with it), and every
+-- header field in range. It reads only what it has checked is there.
+local function wellFormed(v, len)
+  if #v < 9 then return false end
+  local alg = string.byte(v, 1)
+  if alg > 4 then return false end
+  local w = struct.unpack('<i8', v, 2)
+  if w < 1 or w >= EXACT then return false end
+  if alg == 3 then
+    if len < 57 or #v < 57 then return false end
+    local total, head, size, oldest, newest, ncount = struct.unpack('<i8i8i8i8i8i8', v, 10)
+    return size == len and head >= 57 and head <= size and (size - head) % 16 == 0
+      and fits(total) and fits(oldest) and fits(newest) and fits(ncount)
+  end
+  if alg == 4 then
+    if len ~= 33 or #v ~= 33 then return false end
+    local a, b, c = struct.unpack('<i8i8i8', v, 10)
+    return fits(a) and fits(b) and fits(c)
+  end
+  if len ~= 25 or #v ~= 25 then return false end
+  local a, b = struct.unpack('<i8i8', v, 10)
+  return fits(a) and fits(b)
+end
+
+-- valueState is the key's type: 'none' (absent), 'ours' (a well-formed
+-- string) or 'bad' (anything else), and for 'ours' the value's first (at
+-- most 57) bytes. It never reads past them, and a non-string key costs one
+-- STRLEN that fails.
+local function valueState(k)
+  local len = redis.pcall('STRLEN', k)
+  if type(len) == 'table' then return 'bad', '' end -- WRONGTYPE: a hash, list, set, zset, ...
+  if len == 0 then return 'none', '' end
+  local head = redis.call('GETRANGE', k, 0, 56)
+  if wellFormed(head, len) then return 'ours', head end
+  return 'bad', ''
+end
