@@ -2,6 +2,7 @@ package remote_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -83,5 +84,22 @@ func TestWriteStatesWritesMore(t *testing.T) {
 	}
 	if n, _ := c.Do(ctx, c.B().Exists().Key(l.IndexKey("k", 2)).Build()).AsInt64(); n != 0 {
 		t.Fatal("a state past its Until was written")
+	}
+}
+
+// A value not ours at any index answers ErrBadValue, and nothing is written.
+func TestAllowAllBadValue(t *testing.T) {
+	_, c := server(t)
+	ctx := context.Background()
+	l := remote.New(c, remote.Config{Clock: testclock.New(multitest.T0)})
+	rules := multitest.Rules(ringlimit.TokenBucket, 10, 25)
+	if err := c.Do(ctx, c.B().Hset().Key(l.IndexKey("k", 1)).FieldValue().FieldValue("f", "v").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.AllowAll(ctx, "k", rules, 1); !errors.Is(err, ringlimit.ErrBadValue) {
+		t.Fatalf("a hash at index 1: %v, want ErrBadValue", err)
+	}
+	if n, _ := c.Do(ctx, c.B().Exists().Key(l.IndexKey("k", 0)).Build()).AsInt64(); n != 0 {
+		t.Fatal("index 0 was written beside a bad value")
 	}
 }
