@@ -21,10 +21,11 @@
 //
 // A denied call consumes nothing. Peek answers for one hit and consumes
 // nothing; AllowN with n = 0 is a Peek. n larger than the rule's Capacity
-// could never pass and is ErrInvalidHits. State is keyed by the key alone: a
-// call under another algorithm or window than the key's state starts it
-// afresh (a new Limit or Burst keeps the count), so apply several rules to
-// one subject with one key per rule.
+// could never pass and is ErrInvalidHits. State is keyed by (key, index):
+// AllowN uses index 0, and MultiLimiter.AllowAll applies rules[i] to index
+// i, all or nothing. A call under another algorithm or window than the
+// state's starts it afresh (a new Limit or Burst keeps the count), so apply
+// several rules to one subject with AllowAll (or one key per rule).
 //
 // # Algorithms
 //

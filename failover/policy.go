@@ -49,12 +49,7 @@ func (l *Limiter) fallback(ctx context.Context, key string, rule ringlimit.Rule,
 	switch l.policy {
 	case Closed:
 		l.fallbacks[Closed].Add(1)
-		return ringlimit.Decision{
-			Limit:      rule.Limit,
-			RetryAfter: l.retry,
-			ResetAfter: l.retry,
-			Source:     ringlimit.Fallback,
-		}
+		return l.closed(rule)
 	case LocalShare:
 		if d, err := l.localShare(ctx, key, rule, n, peek); err == nil {
 			l.fallbacks[LocalShare].Add(1)
@@ -64,11 +59,26 @@ func (l *Limiter) fallback(ctx context.Context, key string, rule ringlimit.Rule,
 		}
 	}
 	l.fallbacks[Open].Add(1)
+	return open(rule, n)
+}
+
+// open is the Open policy's Decision for n hits under rule.
+func open(rule ringlimit.Rule, n int64) ringlimit.Decision {
 	return ringlimit.Decision{
 		Allowed:   true,
 		Limit:     rule.Limit,
 		Remaining: rule.Capacity() - n,
 		Source:    ringlimit.Fallback,
+	}
+}
+
+// closed is the Closed policy's Decision under rule.
+func (l *Limiter) closed(rule ringlimit.Rule) ringlimit.Decision {
+	return ringlimit.Decision{
+		Limit:      rule.Limit,
+		RetryAfter: l.retry,
+		ResetAfter: l.retry,
+		Source:     ringlimit.Fallback,
 	}
 }
 

@@ -17,7 +17,8 @@ type Arc struct{ Start, End uint64 }
 // entries only of the keys in the arcs (the index holds each key's top 32
 // hash bits): at 1M keys a few milliseconds, a small part of a Range. Each
 // shard's part is copied under its lock and f runs without it, so f may
-// call the Limiter (Take, say). A key is reported once, shard by shard.
+// call the Limiter (Take, say). A state is reported once, shard by shard
+// (a key AllowAll used comes once per index; see State.Index).
 func (l *Limiter) RangeArcs(arcs []Arc, f func(key string, s State) bool) {
 	// As closed intervals [lo, hi] of hashes: one or two an arc.
 	var spans [][2]uint64

@@ -40,8 +40,10 @@ func (s *shard) home(frag uint32) uint32 {
 	return h >> s.shift
 }
 
-// lookup returns the slot of key, whose fragment is frag.
-func (s *shard) lookup(key string, frag uint32) (int32, bool) {
+// lookup returns the slot of key's state at index idx (see idxShift); key's
+// fragment is frag. A key's states share its fragment, so they share a probe
+// run: the index of a key that is used alone costs nothing.
+func (s *shard) lookup(key string, frag uint32, idx uint64) (int32, bool) {
 	mask := uint32(len(s.buckets) - 1)
 	for p := s.home(frag); ; p = (p + 1) & mask {
 		v := s.buckets[p]
@@ -49,7 +51,7 @@ func (s *shard) lookup(key string, frag uint32) (int32, bool) {
 			return none, false
 		}
 		if uint32(v>>32) == frag {
-			if i := int32(uint32(v)) - 1; s.at(i).key == key {
+			if i := int32(uint32(v)) - 1; s.at(i).tag&idxMask == idx<<idxShift && s.at(i).key == key {
 				return i, true
 			}
 		}
@@ -88,18 +90,18 @@ func (s *shard) resize(n int) {
 	}
 }
 
-// indexDel forgets key, which is in the index; its entry still holds it.
-// Its fragment is not stored, so it is hashed again: removal is rare next
-// to lookups (an expiry, an eviction, a Reset).
-func (s *shard) indexDel(key string) {
-	_, frag := s.l.locate(key)
+// indexDel forgets slot i, which is in the index; its entry still holds its
+// key. The key's fragment is not stored, so it is hashed again: removal is
+// rare next to lookups (an expiry, an eviction, a Reset).
+func (s *shard) indexDel(i int32) {
+	_, frag := s.l.locate(s.at(i).key)
 	mask := uint32(len(s.buckets) - 1)
 	for p := s.home(frag); ; p = (p + 1) & mask {
 		v := s.buckets[p]
 		if v == 0 {
 			return // not there
 		}
-		if uint32(v>>32) == frag && s.at(int32(uint32(v))-1).key == key {
+		if uint32(v>>32) == frag && int32(uint32(v))-1 == i {
 			s.delAt(p)
 			return
 		}

@@ -30,7 +30,7 @@ func TestIndexAgainstMap(t *testing.T) {
 				s.remove(i)
 				delete(model, key)
 			} else if !ok {
-				i := s.insert(key, frag, 0)
+				i := s.insert(key, frag, 0, 0)
 				s.at(i).until = 1 << 62 // live: the insert's sweep must not drop it
 				model[key] = i
 			}
@@ -40,12 +40,12 @@ func TestIndexAgainstMap(t *testing.T) {
 				}
 				for k, i := range model {
 					_, f := l.locate(k)
-					if j, ok := s.lookup(k, f); !ok || j != i {
+					if j, ok := s.lookup(k, f, 0); !ok || j != i {
 						t.Fatalf("%s step %d: lookup %s = %d, %v; want %d", name, step, k, j, ok, i)
 					}
 				}
 				if _, f := l.locate("absent"); true {
-					if _, ok := s.lookup("absent", f); ok {
+					if _, ok := s.lookup("absent", f, 0); ok {
 						t.Fatalf("%s step %d: found an absent key", name, step)
 					}
 				}

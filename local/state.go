@@ -17,10 +17,22 @@ type LogEntry = ringlimit.LogEntry
 // bits), so tracking costs no memory per key.
 const dirtyBit = 1 << 55
 
+// A state's index among the rules of AllowAll lives in the tag too, in bits
+// 48–50: a key's state at index i > 0 is an entry of its own with the same
+// key string, so it shares the key's hash, shard and ring arcs (hand-off
+// and RangeArcs find it with the key), and a lookup compares the key and
+// the index. AllowN uses index 0.
+const (
+	idxShift = 48
+	idxMask  = (ringlimit.MaxRules - 1) << idxShift
+	// windowMask is the tag's window bits.
+	windowMask = 1<<idxShift - 1
+)
+
 // export copies e's state out.
 func (e *entry) export() State {
 	t := e.tag &^ dirtyBit
-	s := State{Algorithm: ringlimit.Algorithm(t >> 56), Window: int64(t & (1<<55 - 1)), Until: e.until,
+	s := State{Algorithm: ringlimit.Algorithm(t >> 56), Window: int64(t & windowMask), Index: int(t & idxMask >> idxShift), Until: e.until,
 		A: e.st.a, B: e.st.b, C: e.st.c}
 	if l := e.st.log; l != nil && l.n > 0 {
 		s.Log = make([]LogEntry, l.n)
@@ -54,77 +66,113 @@ func stateOf(s State) state {
 // live reports whether e holds a state that still matters at now.
 func (e *entry) live(now int64) bool { return e.key != "" && e.until > now }
 
-// Export returns key's state, if it holds one that still matters.
+// Export returns key's state at index 0 (the one AllowN uses), if it holds
+// one that still matters.
 func (l *Limiter) Export(key string) (State, bool) {
 	s, frag := l.locate(key)
 	now := l.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	i, ok := s.lookup(key, frag)
+	i, ok := s.lookup(key, frag, 0)
 	if !ok || !s.at(i).live(now) {
 		return State{}, false
 	}
 	return s.at(i).export(), true
 }
 
-// Has reports whether key holds a state that still matters. It allocates
-// nothing.
+// Has reports whether key holds a state at index 0 that still matters. It
+// allocates nothing.
 func (l *Limiter) Has(key string) bool {
 	s, frag := l.locate(key)
 	now := l.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	i, ok := s.lookup(key, frag)
+	i, ok := s.lookup(key, frag, 0)
 	return ok && s.at(i).live(now)
 }
 
-// Take returns key's state, if it holds one that still matters, and forgets
-// the key, in one step: no call decides on the key between the two.
-func (l *Limiter) Take(key string) (State, bool) {
+// TakeAll appends to dst every state of key that still matters (one per
+// index, in index order) and forgets every state of the key, in one step:
+// no call decides on the key between the two. It is Take for a key that
+// AllowAll may have used: a hand-off moves all of a key's states together.
+func (l *Limiter) TakeAll(key string, dst []State) []State {
 	s, frag := l.locate(key)
 	now := l.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	i, ok := s.lookup(key, frag)
-	if !ok {
-		return State{}, false
+	for idx := range uint64(ringlimit.MaxRules) {
+		if i, ok := s.lookup(key, frag, idx); ok {
+			if e := s.at(i); e.live(now) {
+				dst = append(dst, e.export())
+			}
+			s.remove(i)
+		}
 	}
-	e := s.at(i)
-	st, live := e.export(), e.live(now)
-	s.remove(i)
-	return st, live
+	return dst
 }
 
-// Import installs st as key's state if the key holds none that still
-// matters, and reports whether it did. A state that no longer matters is
-// ignored. An imported state is not marked changed for Drain.
+// Take returns key's states, if it holds one that still matters, and
+// forgets them all, in one step: no call decides on the key between the
+// two. The State returned is the live state of the lowest index (0, the
+// one AllowN uses, for a key only AllowN uses), and its More holds the
+// key's other live states (see AllowAll), in index order: Import puts them
+// all back.
+func (l *Limiter) Take(key string) (State, bool) {
+	var buf [ringlimit.MaxRules]State
+	all := l.TakeAll(key, buf[:0])
+	if len(all) == 0 {
+		return State{}, false
+	}
+	st := all[0]
+	if len(all) > 1 {
+		st.More = append([]State(nil), all[1:]...)
+	}
+	return st, true
+}
+
+// Import installs st as key's state at index st.Index if the key holds none
+// there that still matters, and each of st.More likewise, and reports
+// whether it installed any. A state that no longer matters, or whose Index
+// is not below ringlimit.MaxRules, is ignored. An imported state is not
+// marked changed for Drain.
 func (l *Limiter) Import(key string, st State) bool {
+	done := l.import1(key, st)
+	for _, m := range st.More {
+		m.More = nil
+		done = l.import1(key, m) || done
+	}
+	return done
+}
+
+func (l *Limiter) import1(key string, st State) bool {
 	s, frag := l.locate(key)
 	now := l.now()
-	if st.Until <= now || ringlimit.ValidateKey(key) != nil {
+	if st.Until <= now || uint(st.Index) >= ringlimit.MaxRules || ringlimit.ValidateKey(key) != nil {
 		return false
 	}
+	idx := uint64(st.Index)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	i, ok := s.lookup(key, frag)
+	i, ok := s.lookup(key, frag, idx)
 	if ok && s.at(i).live(now) {
 		return false
 	}
 	if !ok {
-		i = s.insert(key, frag, now)
+		i = s.insert(key, frag, idx, now)
 	}
 	e := s.at(i)
-	e.tag = uint64(st.Algorithm)<<56 | uint64(st.Window)
+	e.tag = uint64(st.Algorithm)<<56 | idx<<idxShift | uint64(st.Window)&windowMask
 	e.until = st.Until
 	s.bytes -= e.st.bytes()
 	e.st = stateOf(st)
 	s.bytes += e.st.bytes()
-	s.shed(now, i)
+	s.shed(now, key)
 	return true
 }
 
 // Range calls f with each key that holds a state that still matters, and its
-// state, shard by shard, until f returns false. Each shard is copied under
+// state (once per state: a key AllowAll used may come once per index, with
+// State.Index telling them apart), shard by shard, until f returns false. Each shard is copied under
 // its lock and f runs without it, so f may call the Limiter.
 func (l *Limiter) Range(f func(key string, s State) bool) {
 	now := l.now()
@@ -152,7 +200,7 @@ func (l *Limiter) Range(f func(key string, s State) bool) {
 }
 
 // Drain calls f with each key whose state an admitted call changed since the
-// last Drain, and its state now, and clears the marks. It needs
+// last Drain, and its state now (once per changed index, see State.Index), and clears the marks. It needs
 // Config.TrackChanges; without it there is nothing to drain. f runs under
 // the key's shard lock: it must be quick and must not call the Limiter.
 func (l *Limiter) Drain(f func(key string, s State)) {

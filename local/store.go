@@ -1,6 +1,7 @@
 package local
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"sync"
@@ -13,7 +14,7 @@ import (
 // links them to each other, so a hit writes only its own entry.
 type entry struct {
 	key   string // "" when the slot is free
-	tag   uint64 // algorithm<<56 | window in ms: the rule the state was recorded under; dirtyBit: changed since the last Drain
+	tag   uint64 // algorithm<<56 | index<<idxShift | window in ms: the rule the state was recorded under and its index in AllowAll; dirtyBit: changed since the last Drain
 	until int64  // ms from which the state no longer matters (it decides as an empty one)
 	st    state
 }
@@ -50,6 +51,13 @@ type shard struct {
 
 	rule ringlimit.Rule // the last rule validated here, and its params
 	p    params
+	// multi are the last rules validated here at each index of AllowAll,
+	// and their params.
+	multi [ringlimit.MaxRules]struct {
+		rule ringlimit.Rule
+		p    params
+	}
+	removes uint64 // slots freed so far: a slot found before is still the key's if it has not changed
 
 	evicted, evictedLive, expired uint64
 
@@ -97,7 +105,8 @@ func (st *state) bytes() int64 {
 // remove drops the key in slot i and frees the slot.
 func (s *shard) remove(i int32) {
 	e := s.at(i)
-	s.indexDel(e.key)
+	s.indexDel(i)
+	s.removes++
 	s.bytes -= entryBytes + keyBytes(len(e.key)) + e.st.bytes()
 	*e = entry{until: int64(s.free)}
 	s.free = i
@@ -159,15 +168,16 @@ func (e *entry) cost(now int64) int64 {
 	return max(1, int64(math.Ceil(used)))
 }
 
-// evict drops one key other than slot except to make room: of the next
-// evictSample keys under the hand, the one whose loss admits the fewest
-// extra hits (one whose state no longer matters first). It reports whether
-// it found one.
-func (s *shard) evict(now int64, except int32) bool {
+// evict drops one state of a key other than keep to make room: of the
+// next evictSample states under the hand, the one whose loss admits the
+// fewest extra hits (one whose state no longer matters first). It reports
+// whether it found one. (Sparing every state of keep, not one slot, keeps
+// AllowAll from evicting the states of the key it is deciding.)
+func (s *shard) evict(now int64, keep string) bool {
 	best, bestCost := int32(none), int64(math.MaxInt64)
 	for seen, tries := 0, 0; seen < evictSample && tries < 4*evictSample && s.used > 0; tries++ {
 		i := s.next()
-		if e := s.at(i); e.key != "" && i != except {
+		if e := s.at(i); e.key != "" && e.key != keep {
 			seen++
 			if c := e.cost(now); c < bestCost {
 				best, bestCost = i, c
@@ -188,19 +198,21 @@ func (s *shard) evict(now int64, except int32) bool {
 	return true
 }
 
-// shed evicts keys other than slot keep until the shard is within its bytes.
-func (s *shard) shed(now int64, keep int32) {
+// shed evicts states of keys other than keep until the shard is within its
+// bytes.
+func (s *shard) shed(now int64, keep string) {
 	for s.bytes > s.maxBytes && s.evict(now, keep) {
 	}
 }
 
-// insert adds key (not present, with index fragment frag), evicting keys if
-// the shard is full, and returns its slot.
-func (s *shard) insert(key string, frag uint32, now int64) int32 {
+// insert adds key's state at index idx (not present; frag is the key's
+// index fragment), evicting states of other keys if the shard is full, and
+// returns its slot.
+func (s *shard) insert(key string, frag uint32, idx uint64, now int64) int32 {
 	s.sweep(now)
 	need := entryBytes + keyBytes(len(key))
 	for s.nkeys >= int(s.max) || s.bytes+need > s.maxBytes {
-		if !s.evict(now, none) {
+		if !s.evict(now, key) {
 			break
 		}
 	}
@@ -214,7 +226,7 @@ func (s *shard) insert(key string, frag uint32, now int64) int32 {
 		s.grow(i)
 	}
 	e := s.at(i)
-	*e = entry{key: strings.Clone(key)}
+	*e = entry{key: strings.Clone(key), tag: idx << idxShift}
 	s.indexPut(frag, i)
 	s.bytes += need
 	return i
@@ -242,7 +254,7 @@ func (s *shard) grow(i int32) {
 // shard's lock, and records them if n > 0 and they are admitted; n == 0 is a
 // peek. A key that is absent, or whose state was recorded under another
 // algorithm or window, decides as an empty state; it is written only if hits
-// are recorded.
+// are recorded. It uses the key's state at index 0.
 //
 // It writes the Decision through d, which saves a copy of it per call.
 //
@@ -259,19 +271,26 @@ func (s *shard) apply(d *ringlimit.Decision, key string, frag uint32, rule ringl
 		}
 		s.rule, s.p = rule, paramsOf(rule)
 	}
-	p := &s.p
-	if uint64(n) > uint64(p.burst) { // n < 0 or over the capacity
+	if uint64(n) > uint64(s.p.burst) { // n < 0 or over the capacity
 		return false, ringlimit.ValidateCall(key, rule, n)
 	}
 	consume := n > 0
 	if !consume {
 		n = 1
 	}
-	tag := uint64(rule.Algorithm)<<56 | uint64(p.window)
-	i, ok := s.lookup(key, frag)
+	i, ok := s.lookup(key, frag, 0)
 	if held && (!ok || s.at(i).until <= now) {
 		return false, nil
 	}
+	s.decideAt(d, key, frag, i, ok, 0, rule.Algorithm, &s.p, now, n, consume)
+	return true, nil
+}
+
+// decideAt decides n hits on key's state at index idx, which lookup found in
+// slot i if ok, and records them if consume is set and they are admitted
+// (the caller holds the lock; see apply).
+func (s *shard) decideAt(d *ringlimit.Decision, key string, frag uint32, i int32, ok bool, idx uint64, alg ringlimit.Algorithm, p *params, now, n int64, consume bool) {
+	tag := uint64(alg)<<56 | idx<<idxShift | uint64(p.window)
 	var fresh state
 	st := &fresh
 	var e *entry
@@ -286,10 +305,10 @@ func (s *shard) apply(d *ringlimit.Decision, key string, frag uint32, rule ringl
 		}
 	}
 	old := st.bytes()
-	until := decide(d, st, rule.Algorithm, &s.p, now, n, consume)
+	until := decide(d, st, alg, p, now, n, consume)
 	if consume && d.Allowed {
 		if !ok {
-			i = s.insert(key, frag, now)
+			i = s.insert(key, frag, idx, now)
 			e = s.at(i)
 		}
 		if st == &fresh {
@@ -299,20 +318,92 @@ func (s *shard) apply(d *ringlimit.Decision, key string, frag uint32, rule ringl
 		e.until = until
 		if b := e.st.bytes(); b != old {
 			s.bytes += b - old
-			s.shed(now, i)
+			s.shed(now, key)
 		}
 		if s.track && e.tag&dirtyBit == 0 {
 			e.tag |= dirtyBit
 			s.dirty = append(s.dirty, i)
 		}
 	}
+}
+
+// applyAll decides n hits on key under every rule, rules[i] on the key's
+// state at index i, under the shard's lock: if every rule admits them and
+// n > 0, every state records them; else none changes (n == 0 peeks). ds has
+// len(rules) elements, 1 to ringlimit.MaxRules (the caller checked).
+//
+// If held is set, a key that holds no state that still matters at any of
+// the rules' indexes decides nothing: applyAll reports false (and nil).
+func (s *shard) applyAll(ds []ringlimit.Decision, key string, frag uint32, rules []ringlimit.Rule, now, n int64, held bool) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if held {
+		live := false
+		for j := range rules {
+			if i, ok := s.lookup(key, frag, uint64(j)); ok && s.at(i).until > now {
+				live = true
+				break
+			}
+		}
+		if !live {
+			return false, nil
+		}
+	}
+	for j, r := range rules {
+		m := &s.multi[j]
+		if r != m.rule || m.p.window == 0 {
+			if err := r.Validate(); err != nil {
+				return false, fmt.Errorf("rules[%d]: %w", j, err)
+			}
+			m.rule, m.p = r, paramsOf(r)
+		}
+		if uint64(n) > uint64(m.p.burst) {
+			return false, fmt.Errorf("rules[%d]: %w", j, ringlimit.ValidateCall(key, r, n))
+		}
+	}
+	consume := n > 0
+	if !consume {
+		n = 1
+	}
+	// Every rule but the last decides without writing. If all admit, the
+	// last decides and writes at once (a denial writes nothing); only if it
+	// too admits do the others decide again, on the same states at the same
+	// instant under the lock, so again admitted, and write, reporting what
+	// is left after. k rules cost 2k − 1 decisions.
+	var slots [ringlimit.MaxRules]int32
+	last, all := len(rules)-1, true
+	for j := range last {
+		i, ok := s.lookup(key, frag, uint64(j))
+		if !ok {
+			i = none
+		}
+		slots[j] = i
+		s.decideAt(&ds[j], key, frag, i, ok, uint64(j), rules[j].Algorithm, &s.multi[j].p, now, n, false)
+		all = all && ds[j].Allowed
+	}
+	consume = consume && all
+	removes := s.removes
+	i, ok := s.lookup(key, frag, uint64(last))
+	s.decideAt(&ds[last], key, frag, i, ok, uint64(last), rules[last].Algorithm, &s.multi[last].p, now, n, consume)
+	if consume && ds[last].Allowed {
+		for j := range last {
+			i, ok := slots[j], slots[j] != none
+			if s.removes != removes { // an insert made room: slots may have moved
+				i, ok = s.lookup(key, frag, uint64(j))
+			}
+			s.decideAt(&ds[j], key, frag, i, ok, uint64(j), rules[j].Algorithm, &s.multi[j].p, now, n, true)
+		}
+	}
 	return true, nil
 }
 
+// reset forgets every state of key.
 func (s *shard) reset(key string, frag uint32) {
 	s.mu.Lock()
-	if i, ok := s.lookup(key, frag); ok {
-		s.remove(i)
+	for idx := range uint64(ringlimit.MaxRules) {
+		if i, ok := s.lookup(key, frag, idx); ok {
+			s.remove(i)
+		}
 	}
 	s.mu.Unlock()
 }

@@ -160,7 +160,7 @@ func (t *peerTable) states() map[string]failover.State {
 // first fetch a key's state are served on a worker of the connection, so
 // they delay no other call on it.
 func (h ownerHandler) Quick(r *peer.Request) bool {
-	if (r.Op != peer.OpAllow && r.Op != peer.OpReset) || r.From != "" {
+	if (r.Op != peer.OpAllow && r.Op != peer.OpAllowAll && r.Op != peer.OpReset) || r.From != "" {
 		return false
 	}
 	n := h.n

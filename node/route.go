@@ -43,7 +43,7 @@ func (n *Node) AllowN(ctx context.Context, key string, rule ringlimit.Rule, hits
 	// The rule and hits are checked once, where the call is decided: by
 	// the local store on the owned path (it keeps the last rule it checked
 	// per shard), by ValidateCall before the call leaves this node.
-	return n.route(ctx, peer.Request{Op: peer.OpAllow, Key: key, Rule: rule, N: hits})
+	return n.route(ctx, peer.Request{Op: peer.OpAllow, Key: key, Rule: rule, N: hits}, nil)
 }
 
 // route runs req down the chain, the way groupcache's load does: the clock
@@ -51,8 +51,9 @@ func (n *Node) AllowN(ctx context.Context, key string, rule ringlimit.Rule, hits
 // the key is decided: here (holders, then the local store), a peer (which
 // may name the key's new holder: the loop goes on there, with From set), the
 // store, the policy. The ring is read again only if the member it named left
-// while the call was on its way.
-func (n *Node) route(ctx context.Context, req peer.Request) (ringlimit.Decision, error) {
+// while the call was on its way. For OpAllowAll the decisions go to *all
+// (and the first is returned).
+func (n *Node) route(ctx context.Context, req peer.Request, all *[]ringlimit.Decision) (ringlimit.Decision, error) {
 	now := n.now()
 	at := n.members.Ring().Owner(req.Key)
 	checked := req.Op != peer.OpAllow // the input of a call that leaves this node is checked first
@@ -63,7 +64,7 @@ func (n *Node) route(ctx context.Context, req peer.Request) (ringlimit.Decision,
 			err  error
 		)
 		if at == n.name || at == "" {
-			d, next, err = n.decideHere(ctx, &req, now)
+			d, next, err = n.decideHereAll(ctx, &req, now, all)
 			if next == "" && err == nil {
 				n.stats.decided(ringlimit.Local)
 			}
@@ -71,7 +72,7 @@ func (n *Node) route(ctx context.Context, req peer.Request) (ringlimit.Decision,
 			if err := validateOnce(&req, &checked); err != nil {
 				return ringlimit.Decision{}, err
 			}
-			d, next, err = n.ask(ctx, at, &req)
+			d, next, err = n.ask(ctx, at, &req, all)
 		}
 		switch next {
 		case "":
@@ -80,7 +81,7 @@ func (n *Node) route(ctx context.Context, req peer.Request) (ringlimit.Decision,
 			if err := validateOnce(&req, &checked); err != nil {
 				return ringlimit.Decision{}, err
 			}
-			return n.fromStore(ctx, &req)
+			return n.fromStore(ctx, &req, all)
 		case reroute:
 			at, req.From = n.members.Ring().Owner(req.Key), ""
 		default: // moved: the member that answered (or this node) gave the key to next
@@ -94,14 +95,14 @@ func (n *Node) route(ctx context.Context, req peer.Request) (ringlimit.Decision,
 	if err := validateOnce(&req, &checked); err != nil {
 		return ringlimit.Decision{}, err
 	}
-	return n.fromStore(ctx, &req)
+	return n.fromStore(ctx, &req, all)
 }
 
 // validateOnce checks a call's input before it leaves this node (to a peer
 // or the store), unless it was checked already. A call decided here is
 // checked by the local store instead, once.
 func validateOnce(req *peer.Request, checked *bool) error {
-	if *checked {
+	if *checked || req.Op == peer.OpAllowAll { // AllowAll checked its rules before routing
 		return nil
 	}
 	*checked = true
@@ -126,6 +127,11 @@ var _ holderPicker = (*holders)(nil)
 // first, while ownership changes, that the key's state is here; else it
 // returns the member that holds the key (or toStore if there is none).
 func (n *Node) decideHere(ctx context.Context, req *peer.Request, now time.Time) (ringlimit.Decision, string, error) {
+	return n.decideHereAll(ctx, req, now, nil)
+}
+
+// decideHereAll is decideHere; for OpAllowAll the decisions go to *all.
+func (n *Node) decideHereAll(ctx context.Context, req *peer.Request, now time.Time, all *[]ringlimit.Decision) (ringlimit.Decision, string, error) {
 	for attempt := 0; ; attempt++ {
 		s, to, src, settled := n.holders.pickHolder(req.Key, req.From)
 		if to != "" {
@@ -136,17 +142,26 @@ func (n *Node) decideHere(ctx context.Context, req *peer.Request, now time.Time)
 			s.unlock()
 			return ringlimit.Decision{}, "", err
 		}
-		if attempt > 0 || settled {
-			// Settled here: decide.
-			d, err := n.local.AllowNAt(now, req.Key, req.Rule, req.N)
+		if req.Op == peer.OpAllowAll {
+			d, held, err := n.decideAll(req, now, attempt > 0 || settled, all)
 			s.unlock()
-			return d, "", err
+			if held || err != nil {
+				return d, "", err
+			}
+		} else {
+			if attempt > 0 || settled {
+				// Settled here: decide.
+				d, err := n.local.AllowNAt(now, req.Key, req.Rule, req.N)
+				s.unlock()
+				return d, "", err
+			}
+			d, held, err := n.local.AllowNHeldAt(now, req.Key, req.Rule, req.N)
+			s.unlock()
+			if held || err != nil {
+				return d, "", err
+			}
 		}
-		d, held, err := n.local.AllowNHeldAt(now, req.Key, req.Rule, req.N)
-		s.unlock()
-		if held || err != nil {
-			return d, "", err
-		}
+		var err error
 		// The state may be elsewhere: fetch it, then decide.
 		to, err = n.fetch(ctx, req.Key, src)
 		if to != "" || err != nil {
@@ -158,7 +173,7 @@ func (n *Node) decideHere(ctx context.Context, req *peer.Request, now time.Time)
 // ask forwards req to the member named at. It returns the peer's decision,
 // or where the call goes next: the key's new holder, the store, or the ring
 // again if at left during the call.
-func (n *Node) ask(ctx context.Context, at string, req *peer.Request) (ringlimit.Decision, string, error) {
+func (n *Node) ask(ctx context.Context, at string, req *peer.Request, all *[]ringlimit.Decision) (ringlimit.Decision, string, error) {
 	pc := n.peers.get(at)
 	if pc == nil && req.From != "" {
 		// Redirected to a member this node has not heard of yet.
@@ -179,9 +194,19 @@ func (n *Node) ask(ctx context.Context, at string, req *peer.Request) (ringlimit
 	case err == nil && res.MovedTo != "" && res.Err == nil:
 		done(failover.Success)
 		return ringlimit.Decision{}, res.MovedTo, nil
+	case err == nil && res.Err == nil && req.Op == peer.OpAllowAll && len(res.Decisions) != len(req.Rules):
+		done(failover.Failure) // an owner that does not speak AllowAll: the store decides
+		n.stats.forwardFailures.Add(1)
+		return ringlimit.Decision{}, toStore, nil
 	case err == nil && res.Err == nil:
 		done(failover.Success)
 		res.Decision.Source = ringlimit.Peer
+		if all != nil {
+			for i := range res.Decisions {
+				res.Decisions[i].Source = ringlimit.Peer
+			}
+			*all = res.Decisions
+		}
 		n.stats.decided(ringlimit.Peer)
 		return res.Decision, "", nil
 	case ctx.Err() != nil:
@@ -205,9 +230,12 @@ func (n *Node) ask(ctx context.Context, at string, req *peer.Request) (ringlimit
 	return ringlimit.Decision{}, toStore, nil
 }
 
-func (n *Node) fromStore(ctx context.Context, req *peer.Request) (ringlimit.Decision, error) {
+func (n *Node) fromStore(ctx context.Context, req *peer.Request, all *[]ringlimit.Decision) (ringlimit.Decision, error) {
 	if req.Op == peer.OpReset {
 		return ringlimit.Decision{}, n.store.Reset(ctx, req.Key)
+	}
+	if req.Op == peer.OpAllowAll {
+		return n.storeAll(ctx, req, all)
 	}
 	d, err := n.store.AllowN(ctx, req.Key, req.Rule, req.N)
 	if err == nil {
@@ -236,7 +264,7 @@ func (n *Node) Reset(ctx context.Context, key string) error {
 	if err := ringlimit.ValidateKey(key); err != nil {
 		return err
 	}
-	_, err := n.route(ctx, peer.Request{Op: peer.OpReset, Key: key})
+	_, err := n.route(ctx, peer.Request{Op: peer.OpReset, Key: key}, nil)
 	return err
 }
 
@@ -258,10 +286,11 @@ func (h ownerHandler) Serve(ctx context.Context, r *peer.Request) peer.Result {
 		return peer.Result{Err: ringlimit.ErrClosed}
 	}
 	n.stats.served.Add(1)
-	d, next, err := n.decideHere(ctx, r, n.now())
+	var ds []ringlimit.Decision
+	d, next, err := n.decideHereAll(ctx, r, n.now(), &ds)
 	switch next {
 	case "":
-		return peer.Result{Decision: d, Err: err}
+		return peer.Result{Decision: d, Decisions: ds, Err: err}
 	case toStore:
 		return peer.Result{Err: ringlimit.ErrClosed} // nobody to send it to: the caller falls back to the store
 	}

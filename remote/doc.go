@@ -1,6 +1,8 @@
 // Package remote is the ringlimit.Limiter that keeps its state in Valkey (or
 // Redis 7+): the five algorithms of package local as Lua scripts, one round
-// trip and one atomic script per decision.
+// trip and one atomic script per decision. AllowAll runs one script that
+// applies every rule, all or nothing (MultiScript): the algorithms' bodies
+// wrapped as functions, so each algorithm has one copy in Lua.
 //
 // # Contract
 //
@@ -89,8 +91,9 @@
 //
 // # Valkey Cluster
 //
-// Every script touches one hash-tagged key, so each decision runs on the
-// master that serves the key's slot, and WriteStates' pipeline is split by
+// Every script touches one hash-tagged key (AllowAll's script: the key's
+// states at IndexKey(key, i), all under the key's hash tag), so each
+// decision runs on the master that serves the key's slot, and WriteStates' pipeline is split by
 // slot by valkey-go. Slot returns a key's slot (CRC16 of its hash tag) and
 // Shard the address of the master serving it, from the cluster's CLUSTER
 // SLOTS map (RefreshShards; a Connector reads it again every ShardRefresh):

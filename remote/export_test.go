@@ -13,12 +13,16 @@ import (
 // state too). The production scripts have no such knob.
 func SetTTLPad(l *Limiter, ms int64) {
 	l.lua = buildScripts(func(alg ringlimit.Algorithm) string { return PaddedScript(alg, ms) })
+	l.multi = buildMulti(pad(MultiScript(), ms))
 }
 
 // PaddedScript is Script(alg) with ms added to every TTL it sets.
 func PaddedScript(alg ringlimit.Algorithm, ms int64) string {
+	return pad(Script(alg), ms)
+}
+
+func pad(src string, ms int64) string {
 	const ttl = "untilms - now)"
-	src := Script(alg)
 	if !strings.Contains(src, ttl) {
 		panic("remote: the prelude's TTL expression changed; update PaddedScript")
 	}

@@ -110,6 +110,7 @@ type Limiter struct {
 	prefix string
 	clock  ringlimit.Clock
 	lua    *scriptSet // the shared scripts
+	multi  *multiSet  // AllowAll's script
 }
 
 var _ ringlimit.Limiter = (*Limiter)(nil)
@@ -120,7 +121,7 @@ func New(client valkey.Client, c Config) *Limiter {
 	if p == "" {
 		p = DefaultPrefix
 	}
-	return &Limiter{client: client, prefix: p, clock: c.Clock, lua: scripts}
+	return &Limiter{client: client, prefix: p, clock: c.Clock, lua: scripts, multi: multiScripts}
 }
 
 // Key returns the Valkey key that holds key's state.
@@ -142,8 +143,9 @@ func (l *Limiter) Peek(ctx context.Context, key string, rule ringlimit.Rule) (ri
 	return l.AllowN(ctx, key, rule, 0)
 }
 
-// Reset deletes key's state. A key that holds a value the scripts did not
-// write (see ErrBadValue) is left as it is.
+// Reset deletes key's states: the one AllowN uses and those of AllowAll's
+// other indexes (one script run; they share a slot). A key that holds a
+// value the scripts did not write (see ErrBadValue) is left as it is.
 func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if err := ringlimit.ValidateKey(key); err != nil {
 		return err
@@ -151,7 +153,11 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("remote: del: %w", err)
 	}
-	if err := resetScript.Exec(ctx, l.client, []string{l.Key(key)}, nil).Error(); err != nil {
+	var keys [ringlimit.MaxRules]string
+	for i := range keys {
+		keys[i] = l.IndexKey(key, i)
+	}
+	if err := resetScript.Exec(ctx, l.client, keys[:], nil).Error(); err != nil {
 		return fmt.Errorf("remote: del: %w", callerErr(ctx, err))
 	}
 	return nil

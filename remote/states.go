@@ -14,13 +14,16 @@ import (
 
 // KeyState is one key's state to store, and how long it matters.
 type KeyState struct {
-	Key   string // the caller's key; stored under Key(Key)
+	Key   string // the caller's key; stored under IndexKey(Key, State.Index)
 	State State
 	TTL   time.Duration // rounded up to whole ms, at least 1 ms
 }
 
 // WriteStates stores each state under its key with its TTL (SET … GET PX),
-// in one pipelined round trip, as the scripts would have stored them. It
+// in one pipelined round trip, as the scripts would have stored them: at
+// IndexKey(Key, State.Index), and each of State.More (the key's other
+// states, whose TTL is TTL offset by the difference of their Until and
+// State.Until) at its own index. It
 // never writes over another type: SET … GET refuses a key that holds a hash,
 // list, set, zset or stream, and such a key is skipped, not an error (see
 // ErrBadValue). (A foreign string under our key is replaced: telling it from
@@ -34,15 +37,27 @@ func (l *Limiter) WriteStates(ctx context.Context, states []KeyState) error {
 	}
 	cmds := make(valkey.Commands, 0, len(states))
 	for _, ks := range states {
-		// Rounded up without overflowing: a saturated TTL (a state that
-		// matters for centuries) is a long TTL, not a negative one.
-		ms := int64(ks.TTL / time.Millisecond)
-		if ks.TTL%time.Millisecond > 0 {
-			ms++
+		for j := -1; j < len(ks.State.More); j++ {
+			st, ttl := ks.State, ks.TTL
+			if j >= 0 { // another index of the key: its TTL is offset by its Until
+				st = ks.State.More[j]
+				if ttl += time.Duration(st.Until-ks.State.Until) * time.Millisecond; ttl <= 0 {
+					continue
+				}
+			}
+			if uint(st.Index) >= ringlimit.MaxRules {
+				return fmt.Errorf("remote: write %s: %w: index %d", strconv.Quote(ks.Key), ErrBadState, st.Index)
+			}
+			// Rounded up without overflowing: a saturated TTL (a state that
+			// matters for centuries) is a long TTL, not a negative one.
+			ms := int64(ttl / time.Millisecond)
+			if ttl%time.Millisecond > 0 {
+				ms++
+			}
+			ms = max(1, ms)
+			cmds = append(cmds, l.client.B().Set().Key(l.IndexKey(ks.Key, st.Index)).
+				Value(valkey.BinaryString(EncodeState(st))).Get().PxMilliseconds(ms).Build())
 		}
-		ms = max(1, ms)
-		cmds = append(cmds, l.client.B().Set().Key(l.Key(ks.Key)).
-			Value(valkey.BinaryString(EncodeState(ks.State))).Get().PxMilliseconds(ms).Build())
 	}
 	for _, r := range l.client.DoMulti(ctx, cmds...) {
 		err := r.Error()
@@ -61,7 +76,8 @@ func wrongType(err error) bool {
 	return ok && strings.HasPrefix(ve.Error(), "WRONGTYPE")
 }
 
-// LoadState reads key's state and its remaining TTL; ok is false if the key
+// LoadState reads key's state at index 0 (the one AllowN uses) and its
+// remaining TTL; ok is false if the key
 // holds none. A key that holds a value the scripts did not write returns an
 // error wrapping ErrBadValue (and, for a string, ErrBadState).
 func (l *Limiter) LoadState(ctx context.Context, key string) (s State, ttl time.Duration, ok bool, err error) {

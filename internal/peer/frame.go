@@ -42,17 +42,19 @@ const (
 	typeAllowFrom = 4 // body: from length u8 | from | request
 	typeTake      = 5 // body: from length u8 | from | key
 	typeStates    = 6 // body: count u32 | (key length u16 | key | value length u32 | value)…
-	lastType      = typeStates
+	typeAllowAll  = 7 // body: see multi.go
+	lastType      = typeAllowAll
 )
 
 // Op is what a Request asks.
 type Op uint8
 
 const (
-	OpAllow  Op = iota // AllowN (N == 0: Peek)
-	OpReset            // Reset
-	OpTake             // hand-off pull: the receiver gives up Key's state (Result.State) and redirects Key's calls to From, the sender, from then on
-	OpStates           // hand-off push: the receiver installs States (a key that already holds a live state keeps it)
+	OpAllow    Op = iota // AllowN (N == 0: Peek)
+	OpReset              // Reset
+	OpTake               // hand-off pull: the receiver gives up Key's state (Result.State) and redirects Key's calls to From, the sender, from then on
+	OpStates             // hand-off push: the receiver installs States (a key that already holds a live state keeps it)
+	OpAllowAll           // AllowAll of Rules (N == 0: peek); the Result carries Decisions
 )
 
 // Request is one forwarded call, or one step of a hand-off.
@@ -60,7 +62,10 @@ type Request struct {
 	Op   Op
 	Key  string         // OpAllow, OpReset, OpTake
 	Rule ringlimit.Rule // OpAllow only
-	N    int64          // OpAllow only
+	N    int64          // OpAllow, OpAllowAll
+	// Rules, for OpAllowAll: 1 to ringlimit.MaxRules rules (the owner
+	// validates them).
+	Rules []ringlimit.Rule
 	// From, for OpAllow, says the call was redirected by a member that gave
 	// the key up (see Result.MovedTo): the receiver decides it whatever its
 	// own view of the ring, and if it holds no state for the key it first
@@ -87,6 +92,9 @@ type Result struct {
 	MovedTo string
 	// State is the answer to OpTake: the key's state, nil if it held none.
 	State []byte
+	// Decisions is the answer to OpAllowAll: one per rule (Decision is
+	// the first).
+	Decisions []ringlimit.Decision
 }
 
 // Error codes carried in a result; the sentinels are rebuilt on arrival.
@@ -98,6 +106,7 @@ const (
 	codeClosed
 	codeOther
 	codeMoved // not an error: Result.MovedTo follows the fixed part
+	codeAll   // not an error: Result.Decisions[1:] follow the fixed part (multi.go)
 )
 
 var codeErrs = [...]error{
@@ -173,6 +182,8 @@ func appendRequest(b []byte, id uint64, r *Request) []byte {
 			b = append(b, it.Value...)
 		}
 		return b
+	case OpAllowAll:
+		return appendAllowAll(b, id, r)
 	}
 	if r.From != "" {
 		from := r.From[:min(len(r.From), 255)]
@@ -203,6 +214,8 @@ func parseRequest(typ byte, body []byte) (Request, error) {
 		return Request{Op: OpTake, From: string(body[1 : 1+body[0]]), Key: string(body[1+body[0]:])}, nil
 	case typeStates:
 		return parseStates(body)
+	case typeAllowAll:
+		return parseAllowAll(body)
 	case typeAllowFrom:
 		if len(body) < 1 || len(body) < 1+int(body[0]) {
 			return Request{}, fmt.Errorf("%w: redirected request of %d bytes", ErrMalformed, len(body))
@@ -278,6 +291,8 @@ func appendResult(b []byte, id uint64, r *Result) []byte {
 	code, tail := errCode(r.Err), r.State
 	if r.MovedTo != "" && code == codeOK {
 		code, tail = codeMoved, []byte(r.MovedTo)
+	} else if len(r.Decisions) > 0 && code == codeOK {
+		code, tail = codeAll, appendDecisions(nil, r.Decisions[1:])
 	}
 	b = appendHeader(b, typeResult, id, resultLen+len(tail))
 	d := &r.Decision
@@ -319,7 +334,7 @@ func fromMs(ms int64) time.Duration {
 }
 
 func parseResult(body []byte) (Result, error) {
-	if len(body) < resultLen || body[0] > codeMoved || body[1] > 1 {
+	if len(body) < resultLen || body[0] > codeAll || body[1] > 1 {
 		return Result{}, fmt.Errorf("%w: result of %d bytes", ErrMalformed, len(body))
 	}
 	u := func(i int) int64 { return int64(binary.BigEndian.Uint64(body[3+8*i:])) }
@@ -341,6 +356,12 @@ func parseResult(body []byte) (Result, error) {
 			return Result{}, fmt.Errorf("%w: moved to nobody", ErrMalformed)
 		}
 		r.MovedTo = string(tail)
+	case c == codeAll:
+		ds, err := parseDecisions(r.Decision, tail)
+		if err != nil {
+			return Result{}, err
+		}
+		r.Decisions = ds
 	case c != codeOK:
 		r.Err = fmt.Errorf("peer: owner: %w", codeErrs[c])
 	case len(tail) > 0:

@@ -1,4 +1,8 @@
--- Reset: deletes KEYS[1] if it holds a value of ours; leaves another type or
--- a foreign or corrupt string alone. The reply is 1 if it deleted, else 0.
-if valueState(KEYS[1]) ~= 'ours' then return 0 end
-return redis.call('DEL', KEYS[1])
+-- Reset: deletes each of KEYS (a key's states, one per index of AllowAll)
+-- that holds a value of ours; leaves another type or a foreign or corrupt
+-- string alone. The reply is the number deleted.
+local n = 0
+for _, k in ipairs(KEYS) do
+  if valueState(k) == 'ours' then n = n + redis.call('DEL', k) end
+end
+return n

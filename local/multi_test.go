@@ -1,0 +1,208 @@
+package local_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"github.com/ringlimit/ringlimit/internal/testclock"
+	"testing"
+	"time"
+
+	"github.com/ringlimit/ringlimit"
+	"github.com/ringlimit/ringlimit/internal/multitest"
+	"github.com/ringlimit/ringlimit/local"
+)
+
+func TestAllowAllContract(t *testing.T) {
+	multitest.Run(t, "", func(_ *testing.T, clk ringlimit.Clock) multitest.Limiter {
+		return local.New(local.Config{Clock: clk})
+	})
+}
+
+var (
+	ctx0 = context.Background()
+	t0m  = multitest.T0
+)
+
+func TestAllowAllAllocatesOnlyItsResult(t *testing.T) {
+	for _, alg := range multitest.Algorithms {
+		clk := testclock.New(t0m)
+		l := local.New(local.Config{Clock: clk})
+		rules := []ringlimit.Rule{{Algorithm: alg, Limit: 1000, Window: time.Second}, {Algorithm: alg, Limit: 5000, Window: time.Minute}}
+		l.AllowAll(ctx0, "hot", rules, 1)
+		allocs := testing.AllocsPerRun(500, func() {
+			clk.Advance(time.Millisecond)
+			l.AllowAll(ctx0, "hot", rules, 1)
+		})
+		if allocs != 1 {
+			t.Errorf("%s: %v allocs per AllowAll on an existing key, want 1 (the result)", alg, allocs)
+		}
+	}
+}
+
+// Every state of a key moves with its index: Range, Drain and TakeAll
+// report it, Import puts it back at that index, Take and Export see index 0
+// only, Reset forgets them all.
+func TestStatesCarryTheirIndex(t *testing.T) {
+	clk := testclock.New(t0m)
+	a := local.New(local.Config{Clock: clk, TrackChanges: true})
+	rules := []ringlimit.Rule{
+		{Algorithm: ringlimit.FixedWindow, Limit: 10, Window: time.Second},
+		{Algorithm: ringlimit.SlidingLog, Limit: 20, Window: time.Minute},
+		{Algorithm: ringlimit.TokenBucket, Limit: 30, Window: time.Hour},
+	}
+	if _, err := a.AllowAll(ctx0, "k", rules, 3); err != nil {
+		t.Fatal(err)
+	}
+	want := multitestAnswers(t, a, rules)
+	seen := map[int]ringlimit.Algorithm{}
+	a.Range(func(key string, s local.State) bool {
+		seen[s.Index] = s.Algorithm
+		return true
+	})
+	drained := 0
+	a.Drain(func(string, local.State) { drained++ })
+	if len(seen) != 3 || seen[0] != ringlimit.FixedWindow || seen[1] != ringlimit.SlidingLog || seen[2] != ringlimit.TokenBucket || drained != 3 {
+		t.Fatalf("Range saw %v, Drain %d states", seen, drained)
+	}
+	if s, ok := a.Export("k"); !ok || s.Index != 0 || s.Algorithm != ringlimit.FixedWindow {
+		t.Fatalf("Export: %+v %v", s, ok)
+	}
+	states := a.TakeAll("k", nil)
+	if len(states) != 3 || a.Has("k") {
+		t.Fatalf("TakeAll: %+v; still held: %v", states, a.Has("k"))
+	}
+	b := local.New(local.Config{Clock: clk})
+	for _, s := range states {
+		if !b.Import("k", s) {
+			t.Fatalf("Import refused %+v", s)
+		}
+	}
+	if got := multitestAnswers(t, b, rules); got != want {
+		t.Fatalf("after TakeAll and Import: %s, want %s", got, want)
+	}
+	if b.Import("k", local.State{Algorithm: ringlimit.FixedWindow, Window: 1000, Index: ringlimit.MaxRules, Until: clk.Now().UnixMilli() + 1000}) {
+		t.Fatal("Import took an index past MaxRules")
+	}
+	s, ok := b.Take("k")
+	if !ok || s.Index != 0 || len(s.More) != 2 || s.More[0].Index != 1 || s.More[1].Index != 2 {
+		t.Fatalf("Take: %+v %v, want index 0 with 1 and 2 in More", s, ok)
+	}
+	if st := b.Stats(); st.Keys != 0 {
+		t.Fatalf("Take left %d states", st.Keys)
+	}
+	if !b.Import("k", s) {
+		t.Fatal("Import refused what Take gave")
+	}
+	if got := multitestAnswers(t, b, rules); got != want {
+		t.Fatalf("after Take and Import: %s, want %s", got, want)
+	}
+	if err := b.Reset(ctx0, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if st := b.Stats(); st.Keys != 0 {
+		t.Fatalf("Reset left %d states", st.Keys)
+	}
+}
+
+func multitestAnswers(t *testing.T, l *local.Limiter, rules []ringlimit.Rule) string {
+	t.Helper()
+	ds, err := l.AllowAll(ctx0, "k", rules, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := ""
+	for _, d := range ds {
+		d.ResetAfter = 0
+		s += fmt.Sprintf("%+v ", d)
+	}
+	return s
+}
+
+// Making room for a key's states never evicts the key's other states: the
+// call stays all or nothing even when the limiter is full.
+func TestAllowAllNeverEvictsItsOwnStates(t *testing.T) {
+	clk := testclock.New(t0m)
+	l := local.New(local.Config{Clock: clk, MaxKeys: 4})
+	rules := multitest.Rules(ringlimit.FixedWindow, 5, 50)
+	for _, k := range []string{"a", "b", "c", "d", "e"} {
+		for range 2 {
+			if _, err := l.AllowAll(ctx0, k, rules, 2); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ds, _ := l.AllowAll(ctx0, k, rules, 0)
+		if ds[0].Remaining != 1 || ds[1].Remaining != 46 {
+			t.Fatalf("%s: %+v: a state of the key was evicted while it was decided", k, ds)
+		}
+		if st := l.Stats(); st.Keys > 4 {
+			t.Fatalf("%d states held, MaxKeys 4", st.Keys)
+		}
+	}
+}
+
+func TestAllowAllAtUsesItsInstant(t *testing.T) {
+	l := local.New(local.Config{Clock: testclock.New(t0m)})
+	rules := multitest.Rules(ringlimit.FixedWindow, 1, 5)
+	if ds, err := l.AllowAllAt(t0m, "k", rules, 1); err != nil || !ds[0].Allowed {
+		t.Fatal(ds, err)
+	}
+	if ds, _ := l.AllowAllAt(t0m, "k", rules, 1); ds[0].Allowed {
+		t.Fatal("second hit in the same second admitted")
+	}
+	if ds, _ := l.AllowAllAt(t0m.Add(time.Second), "k", rules, 1); !ds[0].Allowed || ds[1].Remaining != 3 {
+		t.Fatalf("a second later: %+v", ds)
+	}
+	if _, err := l.AllowAllAt(t0m, "k", nil, 1); !errors.Is(err, ringlimit.ErrInvalidRule) {
+		t.Fatal(err)
+	}
+}
+
+// BenchmarkAllowAll sets AllowAll with 2 rules beside one AllowN on a hot
+// key, per algorithm (the bound: ≤ 1.5×).
+func BenchmarkAllowAll(b *testing.B) {
+	for _, alg := range multitest.Algorithms {
+		rules := []ringlimit.Rule{
+			{Algorithm: alg, Limit: 1_000_000, Window: time.Second},
+			{Algorithm: alg, Limit: 100_000_000, Window: time.Minute},
+		}
+		for _, k := range []int{0, 2} {
+			name := "AllowN"
+			if k > 0 {
+				name = fmt.Sprintf("AllowAll-%d", k)
+			}
+			b.Run(alg.String()+"/"+name, func(b *testing.B) {
+				clk := testclock.New(t0m)
+				l := local.New(local.Config{Clock: clk})
+				b.ReportAllocs()
+				for b.Loop() {
+					clk.Advance(time.Microsecond)
+					if k == 0 {
+						l.AllowN(ctx0, "hot", rules[0], 1)
+					} else {
+						l.AllowAll(ctx0, "hot", rules[:k], 1)
+					}
+				}
+			})
+		}
+	}
+}
+
+// AllowAllHeldAt decides only for a key that holds a live state at one of
+// the rules' indexes, and then exactly as AllowAllAt.
+func TestAllowAllHeldAt(t *testing.T) {
+	l := local.New(local.Config{Clock: testclock.New(t0m)})
+	rules := multitest.Rules(ringlimit.FixedWindow, 2, 5)
+	if ds, held, err := l.AllowAllHeldAt(t0m, "k", rules, 1); held || err != nil || ds != nil || l.Stats().Keys != 0 {
+		t.Fatalf("absent key: %v %v %v, %d states", ds, held, err, l.Stats().Keys)
+	}
+	l.AllowAll(ctx0, "k", rules, 1)
+	l.Take("k")
+	if _, err := l.AllowAll(ctx0, "k", rules[1:], 1); err != nil { // index 0 only, under rules[1]
+		t.Fatal(err)
+	}
+	ds, held, err := l.AllowAllHeldAt(t0m, "k", rules, 1)
+	if !held || err != nil || !ds[0].Allowed || ds[1].Remaining != 4 {
+		t.Fatalf("held key: %+v %v %v", ds, held, err)
+	}
+}

@@ -1,0 +1,254 @@
+package node_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ringlimit/ringlimit"
+	"github.com/ringlimit/ringlimit/internal/multitest"
+	"github.com/ringlimit/ringlimit/internal/testclock"
+	"github.com/ringlimit/ringlimit/internal/valkeytest"
+	"github.com/ringlimit/ringlimit/local"
+	"github.com/ringlimit/ringlimit/node"
+	"github.com/ringlimit/ringlimit/node/nodetest"
+	"github.com/ringlimit/ringlimit/remote"
+)
+
+// roundRobin sends each call to the next node: calls on one key are decided
+// by its owner, some from its own callers, most forwarded.
+type roundRobin struct {
+	nodes []*node.Node
+	next  atomic.Uint64
+}
+
+func (r *roundRobin) pick() *node.Node { return r.nodes[r.next.Add(1)%uint64(len(r.nodes))] }
+
+func (r *roundRobin) AllowN(ctx context.Context, key string, rule ringlimit.Rule, n int64) (ringlimit.Decision, error) {
+	return r.pick().AllowN(ctx, key, rule, n)
+}
+func (r *roundRobin) Peek(ctx context.Context, key string, rule ringlimit.Rule) (ringlimit.Decision, error) {
+	return r.pick().Peek(ctx, key, rule)
+}
+func (r *roundRobin) Reset(ctx context.Context, key string) error { return r.pick().Reset(ctx, key) }
+func (r *roundRobin) AllowAll(ctx context.Context, key string, rules []ringlimit.Rule, n int64) ([]ringlimit.Decision, error) {
+	return r.pick().AllowAll(ctx, key, rules, n)
+}
+
+// The contract across a 3-node cluster on a frozen clock, every call sent
+// to the next node (owned and forwarded alike).
+func TestAllowAllContract(t *testing.T) {
+	clk := testclock.New(multitest.T0)
+	c := nodetest.Start(t, 3, func(cfg *node.Config) { cfg.Clock = clk })
+	rr := &roundRobin{nodes: c.Nodes}
+	multitest.Run(t, "", func(*testing.T, ringlimit.Clock) multitest.Limiter { return rr })
+	var fw, dec uint64
+	for _, nd := range c.Nodes {
+		st := nd.Stats()
+		fw += st.Forwards
+		dec += st.Decisions[ringlimit.Peer]
+	}
+	if fw == 0 || dec == 0 {
+		t.Fatalf("nothing forwarded (%d forwards, %d peer decisions)", fw, dec)
+	}
+}
+
+// Exactness across a 5-node cluster: rules {10 per 1 s, 25 per 10 s} on
+// one key hit from every node, the clock frozen within a round and stepped
+// between rounds; each round's admitted count is exactly what one
+// in-memory limiter admits for the same calls.
+func TestAllowAllExactAcrossFiveNodes(t *testing.T) {
+	clk := testclock.New(multitest.T0)
+	c := nodetest.Start(t, 5, func(cfg *node.Config) { cfg.Clock = clk })
+	for _, alg := range multitest.Algorithms {
+		t.Run(alg.String(), func(t *testing.T) {
+			clk.Set(multitest.T0)
+			rules := multitest.Rules(alg, 10, 25)
+			key := "exact:" + alg.String()
+			ref := local.New(local.Config{Clock: clk})
+			total, want := 0, 0
+			for round := range 30 {
+				clk.Set(multitest.T0.Add(time.Duration(round) * 350 * time.Millisecond))
+				var admitted atomic.Int64
+				var wg sync.WaitGroup
+				for _, nd := range c.Nodes {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for range 3 {
+							ds, err := nd.AllowAll(ctx, key, rules, 1)
+							if err != nil {
+								t.Error(err)
+								return
+							}
+							if ds[0].Allowed && ds[1].Allowed {
+								admitted.Add(1)
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				// The same 15 calls of one hit at this instant on one limiter:
+				// at a frozen instant the count does not depend on the order.
+				w := 0
+				for range 15 {
+					if ds, _ := ref.AllowAll(ctx, key, rules, 1); ds[0].Allowed && ds[1].Allowed {
+						w++
+					}
+				}
+				if int(admitted.Load()) != w {
+					t.Fatalf("round %d: the cluster admitted %d, one limiter %d", round, admitted.Load(), w)
+				}
+				total, want = total+int(admitted.Load()), want+w
+			}
+			if total == 0 || total == 30*15 {
+				t.Fatalf("%d of %d admitted: the rules never bound", total, 30*15)
+			}
+		})
+	}
+}
+
+// One AllowAll is one decision in Stats and in the metrics.
+func TestAllowAllIsOneDecision(t *testing.T) {
+	c := nodetest.Start(t, 2, nil)
+	a := c.Nodes[0]
+	a.ObserveDecisions()
+	rules := multitest.Rules(ringlimit.FixedWindow, 10, 25)
+	own := keysOwnedBy(a, a.Name(), 1)[0]
+	other := keysOwnedBy(a, c.Nodes[1].Name(), 1)[0]
+	before := a.Stats()
+	for _, k := range []string{own, own, other} {
+		if _, err := a.AllowAll(ctx, k, rules, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := a.Stats()
+	if l, p := st.Decisions[ringlimit.Local]-before.Decisions[ringlimit.Local], st.Decisions[ringlimit.Peer]-before.Decisions[ringlimit.Peer]; l != 2 || p != 1 || st.Forwards-before.Forwards != 1 {
+		t.Fatalf("%d local and %d peer decisions, %d forwards; want 2, 1, 1", l, p, st.Forwards-before.Forwards)
+	}
+	var n uint64
+	for _, byResult := range a.DecisionStats().Counts {
+		for _, v := range byResult {
+			n += v
+		}
+	}
+	if n != 3 {
+		t.Fatalf("the metrics counted %d decisions for 3 AllowAll calls", n)
+	}
+}
+
+func TestAllowAllOwnedAllocatesOnlyItsResult(t *testing.T) {
+	c := nodetest.Start(t, 1, nil)
+	a := c.Nodes[0]
+	rules := []ringlimit.Rule{{Limit: 1 << 40, Window: time.Second}, {Limit: 1 << 30, Window: time.Minute}}
+	a.AllowAll(ctx, "k", rules, 1)
+	if allocs := testing.AllocsPerRun(500, func() { a.AllowAll(ctx, "k", rules, 1) }); allocs != 1 {
+		t.Fatalf("%v allocs per owned AllowAll, want 1 (the result)", allocs)
+	}
+}
+
+// BenchmarkAllowAll sets AllowAll with 2 rules beside one AllowN, owned and
+// forwarded, in one run (the bound: ≤ 1.5×).
+func BenchmarkAllowAll(b *testing.B) {
+	c := settled(b, 2, nil)
+	a, o := c.Nodes[0], c.Nodes[1]
+	rules := []ringlimit.Rule{{Limit: 1 << 40, Window: time.Second}, {Limit: 1 << 30, Window: time.Minute}}
+	for _, where := range []string{"owned", "forwarded"} {
+		owner := a.Name()
+		if where == "forwarded" {
+			owner = o.Name()
+		}
+		keys := keysOwnedBy(a, owner, 1024)
+		for _, k := range []int{0, 2} {
+			name := "AllowN"
+			if k > 0 {
+				name = fmt.Sprintf("AllowAll-%d", k)
+			}
+			b.Run(where+"/"+name, func(b *testing.B) {
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					var err error
+					if k == 0 {
+						_, err = a.AllowN(ctx, keys[i&1023], rules[0], 1)
+					} else {
+						_, err = a.AllowAll(ctx, keys[i&1023], rules[:k], 1)
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+					i++
+				}
+			})
+		}
+	}
+}
+
+// A leaving owner hands all of a key's states to the next owner (the push
+// and the pull both move what local's Take gives: every state of the key),
+// so every rule still binds after the leave.
+func TestAllowAllStatesMoveTogether(t *testing.T) {
+	clk := testclock.New(time.Now())
+	c := nodetest.Start(t, 3, func(cfg *node.Config) {
+		cfg.Clock = clk
+		cfg.HandoffWindow = 20 * time.Millisecond
+	})
+	leaver, a, b := c.Nodes[0], c.Nodes[1], c.Nodes[2]
+	rules := []ringlimit.Rule{
+		{Algorithm: ringlimit.SlidingLog, Limit: 100, Window: time.Hour},
+		{Algorithm: ringlimit.FixedWindow, Limit: 3, Window: time.Hour},
+	}
+	keys := keysOwnedBy(a, leaver.Name(), 10)
+	for _, k := range keys {
+		if ds, err := a.AllowAll(ctx, k, rules, 3); err != nil || !ds[1].Allowed {
+			t.Fatal(ds, err)
+		}
+	}
+	if err := leaver.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c.WaitMembers(t, 10*time.Second, a, b)
+	waitFor(t, 5*time.Second, "the end of the hand-off window", func() bool { return !a.Stats().Changing && !b.Stats().Changing })
+	check := func(when string) {
+		t.Helper()
+		for _, k := range keys {
+			ds, err := b.AllowAll(ctx, k, rules, 0)
+			if err != nil || ds[0].Remaining != 97 || ds[1].Remaining != 0 {
+				t.Fatalf("%s: %s: %+v, %v: a state was lost", when, k, ds, err)
+			}
+		}
+	}
+	check("after the leave")
+}
+
+// Write-behind writes every state AllowAll changed, each at its index's
+// store key, where the store's own AllowAll finds it.
+func TestAllowAllWriteBehindCarriesEveryIndex(t *testing.T) {
+	srv := valkeytest.Start(t)
+	c := nodetest.Start(t, 1, func(cfg *node.Config) {
+		cfg.ValkeyAddrs = []string{srv.Addr()}
+		cfg.WriteBehind = 20 * time.Millisecond
+	})
+	a := c.Nodes[0]
+	rules := []ringlimit.Rule{
+		{Algorithm: ringlimit.TokenBucket, Limit: 100, Window: time.Hour},
+		{Algorithm: ringlimit.FixedWindow, Limit: 5, Window: time.Hour},
+	}
+	if _, err := a.AllowAll(ctx, "wb", rules, 4); err != nil {
+		t.Fatal(err)
+	}
+	store := remote.Connect(remote.Options{Addrs: []string{srv.Addr()}}, remote.Config{}, remote.ConnectConfig{})
+	defer store.Close()
+	waitFor(t, 5*time.Second, "both states in the store", func() bool {
+		_, _, ok, _ := store.LoadState(ctx, "wb")
+		ds, err := store.AllowAll(ctx, "wb", rules, 0)
+		return ok && err == nil && ds[1].Remaining == 1
+	})
+	ds, err := store.AllowAll(ctx, "wb", rules, 0)
+	if err != nil || ds[0].Remaining != 96 || ds[1].Remaining != 1 {
+		t.Fatalf("the store's AllowAll sees %+v, %v; want 96 and 1 left", ds, err)
+	}
+}

@@ -1,0 +1,138 @@
+package remote
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/ringlimit/ringlimit"
+)
+
+var _ ringlimit.MultiLimiter = (*Limiter)(nil)
+
+// MultiScript returns the full Lua source of AllowAll's script: the value
+// checks and the prelude, then every algorithm's body (the very files the single-rule
+// scripts run) each wrapped as a function of the prelude's variables, then
+// the loop that applies them all or nothing (scripts/multi.lua). So each
+// algorithm has one copy in Lua.
+func MultiScript() string {
+	var b strings.Builder
+	b.WriteString(source("value.lua", "prelude.lua"))
+	fmt.Fprintf(&b, "\nlocal algs, LOG = {}, %d\n", ringlimit.SlidingLog)
+	for alg, f := range scriptFiles {
+		fmt.Fprintf(&b, "algs[%d] = function()\n%s\nend\n", alg, source(f))
+	}
+	b.WriteString(source("multi.lua"))
+	return b.String()
+}
+
+// multiScripts is AllowAll's script, built once.
+var multiScripts = buildMulti(MultiScript())
+
+type multiSet struct{ exec, peek *valkey.Lua }
+
+func buildMulti(src string) *multiSet {
+	// Not retryable, as the single-rule scripts; the peek is read-only.
+	return &multiSet{exec: valkey.NewLuaScript(src), peek: valkey.NewLuaScriptReadOnly(src)}
+}
+
+// IndexKey returns the Valkey key that holds key's state at index i of
+// AllowAll's rules: Key(key) for index 0 (the state AllowN uses), else
+// Key(key) + "#" + i. No key's Key ends that way (Key ends in "}"), and the
+// hash tag is the key's, so all of a key's states share a Valkey Cluster
+// slot and one script may touch them.
+func (l *Limiter) IndexKey(key string, i int) string {
+	if i == 0 {
+		return l.Key(key)
+	}
+	return l.Key(key) + "#" + strconv.Itoa(i)
+}
+
+// AllowAll applies every rule to key at once, all or nothing (see
+// ringlimit.MultiLimiter), in one script run: rules[i] decides on the state
+// at IndexKey(key, i), and the script writes every state or none. A rule
+// that admits while another denies reports what it has left now. Bad input
+// returns an error wrapping a ringlimit sentinel and sends nothing.
+func (l *Limiter) AllowAll(ctx context.Context, key string, rules []ringlimit.Rule, n int64) ([]ringlimit.Decision, error) {
+	if err := validateAll(key, rules, n); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("remote: eval multi: %w", err)
+	}
+	now := ""
+	if l.clock != nil {
+		now = strconv.FormatInt(l.clock.Now().UnixMilli(), 10)
+	}
+	keys := make([]string, len(rules))
+	args := make([]string, 2+len(rules))
+	args[0], args[1], args[2] = ruleArg(rules[0]), now, strconv.FormatInt(n, 10)
+	for i, r := range rules {
+		keys[i] = l.IndexKey(key, i)
+		if i > 0 {
+			args[2+i] = ruleArg(r)
+		}
+	}
+	script := l.multi.exec
+	if n == 0 {
+		script = l.multi.peek
+	}
+	resp := script.Exec(ctx, l.client, keys, args)
+	if err := resp.Error(); err != nil {
+		return nil, fmt.Errorf("remote: eval multi: %w", callerErr(ctx, err))
+	}
+	v, err := resp.ToString()
+	if err == nil && v == badValue {
+		return nil, fmt.Errorf("remote: eval multi: key %s: %w", strconv.Quote(key), ErrBadValue)
+	}
+	if err != nil || len(v) != replyLen*len(rules) {
+		return nil, fmt.Errorf("remote: eval multi: unexpected reply %s: %w", resp.String(), err)
+	}
+	ds := make([]ringlimit.Decision, len(rules))
+	for i, r := range rules {
+		w := v[replyLen*i:]
+		ds[i] = ringlimit.Decision{
+			Allowed:    word(w, 0) == 1,
+			Limit:      r.Limit,
+			Remaining:  word(w, 1),
+			RetryAfter: time.Duration(word(w, 2)) * time.Millisecond,
+			ResetAfter: time.Duration(word(w, 3)) * time.Millisecond,
+			Delay:      time.Duration(word(w, 4)) * time.Millisecond,
+			Source:     ringlimit.Store,
+		}
+	}
+	return ds, nil
+}
+
+// validateAll checks AllowAll's input: 1 to ringlimit.MaxRules rules, each
+// valid for n hits on key.
+func validateAll(key string, rules []ringlimit.Rule, n int64) error {
+	if len(rules) == 0 || len(rules) > ringlimit.MaxRules {
+		return fmt.Errorf("remote: %w: %d rules, want 1 to %d", ringlimit.ErrInvalidRule, len(rules), ringlimit.MaxRules)
+	}
+	for i, r := range rules {
+		if err := ringlimit.ValidateCall(key, r, n); err != nil {
+			return fmt.Errorf("rules[%d]: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// AllowAll is the Limiter's AllowAll, or ErrNotConnected (after validating
+// the input, so bad input is still reported as bad input).
+func (k *Connector) AllowAll(ctx context.Context, key string, rules []ringlimit.Rule, n int64) ([]ringlimit.Decision, error) {
+	l, err := k.limiter()
+	if err != nil {
+		if verr := validateAll(key, rules, n); verr != nil {
+			return nil, verr
+		}
+		return nil, fmt.Errorf("remote: eval multi: %w", err)
+	}
+	return l.AllowAll(ctx, key, rules, n)
+}
+
+var _ ringlimit.MultiLimiter = (*Connector)(nil)

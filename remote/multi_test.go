@@ -1,0 +1,105 @@
+package remote_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/ringlimit/ringlimit"
+	"github.com/ringlimit/ringlimit/internal/multitest"
+	"github.com/ringlimit/ringlimit/internal/testclock"
+	"github.com/ringlimit/ringlimit/remote"
+)
+
+func TestAllowAllContract(t *testing.T) {
+	_, c := server(t)
+	runs := 0
+	multitest.Run(t, "", func(_ *testing.T, clk ringlimit.Clock) multitest.Limiter {
+		runs++
+		return remote.New(c, remote.Config{Prefix: fmt.Sprintf("m%d:", runs), Clock: clk})
+	})
+}
+
+// Index 0 is the very value AllowN writes at Key(key); index i > 0 lives at
+// IndexKey(key, i), in the key's slot; Reset deletes them all.
+func TestAllowAllKeys(t *testing.T) {
+	_, c := server(t)
+	ctx := context.Background()
+	l := remote.New(c, remote.Config{Clock: testclock.New(multitest.T0)})
+	rules := multitest.Rules(ringlimit.SlidingLog, 5, 20)
+	rules = append(rules, ringlimit.Rule{Algorithm: ringlimit.TokenBucket, Limit: 3, Window: 1e9})
+	if _, err := l.AllowAll(ctx, "k", rules, 2); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := l.IndexKey("k", 2), "rl:{k}#2"; got != want {
+		t.Fatalf("IndexKey: %q, want %q", got, want)
+	}
+	for i := range rules {
+		n, err := c.Do(ctx, c.B().Exists().Key(l.IndexKey("k", i)).Build()).AsInt64()
+		if err != nil || n != 1 {
+			t.Fatalf("index %d: %s exists %d, %v", i, l.IndexKey("k", i), n, err)
+		}
+	}
+	if d, _ := l.AllowN(ctx, "k", rules[0], 0); d.Remaining != 3 {
+		t.Fatalf("AllowN sees %d left at index 0, want 3", d.Remaining)
+	}
+	if s, _, ok, err := l.LoadState(ctx, "k"); err != nil || !ok || s.Algorithm != ringlimit.SlidingLog || len(s.Log) != 1 || s.Log[0].Count != 2 {
+		t.Fatalf("LoadState: %+v %v %v", s, ok, err)
+	}
+	if err := l.Reset(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := c.Do(ctx, c.B().Dbsize().Build()).AsInt64(); n != 0 {
+		t.Fatalf("%d keys after Reset", n)
+	}
+}
+
+// WriteStates writes a state's More at their own indexes, each with its
+// TTL offset by its Until, where AllowAll finds them; a More that has
+// stopped mattering when the head's TTL says is now is skipped.
+func TestWriteStatesWritesMore(t *testing.T) {
+	_, c := server(t)
+	ctx := context.Background()
+	clk := testclock.New(multitest.T0)
+	l := remote.New(c, remote.Config{Clock: clk})
+	now := multitest.T0.UnixMilli()
+	rules := multitest.Rules(ringlimit.FixedWindow, 10, 25)
+	head := remote.State{Algorithm: ringlimit.FixedWindow, Window: 1000, A: now / 1000, B: 4, Until: now + 1000,
+		More: []remote.State{
+			{Algorithm: ringlimit.FixedWindow, Window: 10000, Index: 1, A: now / 10000, B: 7, Until: now + 10000},
+			{Algorithm: ringlimit.FixedWindow, Window: 10000, Index: 2, A: now / 10000, B: 1, Until: now - 1},
+		}}
+	if err := l.WriteStates(ctx, []remote.KeyState{{Key: "k", State: head, TTL: time.Second}}); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := l.AllowAll(ctx, "k", rules, 0)
+	if err != nil || ds[0].Remaining != 6 || ds[1].Remaining != 18 {
+		t.Fatalf("AllowAll after WriteStates: %+v, %v; want 6 and 18 left", ds, err)
+	}
+	ttl, err := c.Do(ctx, c.B().Pttl().Key(l.IndexKey("k", 1)).Build()).AsInt64()
+	if err != nil || ttl <= 9_000 || ttl > 10_000 {
+		t.Fatalf("index 1's TTL %d ms, want the head's second plus 9 s", ttl)
+	}
+	if n, _ := c.Do(ctx, c.B().Exists().Key(l.IndexKey("k", 2)).Build()).AsInt64(); n != 0 {
+		t.Fatal("a state past its Until was written")
+	}
+}
+
+// A value not ours at any index answers ErrBadValue, and nothing is written.
+func TestAllowAllBadValue(t *testing.T) {
+	_, c := server(t)
+	ctx := context.Background()
+	l := remote.New(c, remote.Config{Clock: testclock.New(multitest.T0)})
+	rules := multitest.Rules(ringlimit.TokenBucket, 10, 25)
+	if err := c.Do(ctx, c.B().Hset().Key(l.IndexKey("k", 1)).FieldValue().FieldValue("f", "v").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.AllowAll(ctx, "k", rules, 1); !errors.Is(err, ringlimit.ErrBadValue) {
+		t.Fatalf("a hash at index 1: %v, want ErrBadValue", err)
+	}
+	if n, _ := c.Do(ctx, c.B().Exists().Key(l.IndexKey("k", 0)).Build()).AsInt64(); n != 0 {
+		t.Fatal("index 0 was written beside a bad value")
+	}
+}
