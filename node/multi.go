@@ -21,8 +21,9 @@ var _ ringlimit.MultiLimiter = (*Node)(nil)
 // result slice and nothing else when this node owns the key. Errors are as
 // for AllowN.
 func (n *Node) AllowAll(ctx context.Context, key string, rules []ringlimit.Rule, hits int64) (ds []ringlimit.Decision, err error) {
-	if n.obs.on.Load() {
-		defer n.observeAll(ctx, n.obs.start(), &ds, &err)
+	var start time.Time
+	if n.obs.on.Load() { // metrics: time a sample (observe.go)
+		start = n.obs.start()
 	}
 	if n.closed.Load() {
 		return nil, ringlimit.ErrClosed
@@ -38,6 +39,7 @@ func (n *Node) AllowAll(ctx context.Context, key string, rules []ringlimit.Rule,
 	if _, err = n.route(ctx, peer.Request{Op: peer.OpAllowAll, Key: key, Rules: rules, N: hits}, &ds); err != nil {
 		return nil, err
 	}
+	n.observeAll(ctx, start, &ds, &err)
 	return ds, nil
 }
 
@@ -65,7 +67,6 @@ func (n *Node) storeAll(ctx context.Context, req *peer.Request, all *[]ringlimit
 	if err != nil {
 		return ringlimit.Decision{}, err
 	}
-	n.stats.decided(ds[0].Source)
 	*all = ds
 	return ds[0], nil
 }

@@ -62,8 +62,10 @@ type DecisionLatency struct {
 	Sum   time.Duration
 }
 
-// observer holds the counters of DecisionStats. Nothing is counted until
-// on is set: a node nobody observes pays one atomic load per decision.
+// observer holds the counters of DecisionStats. Decisions are always
+// counted, by source and result (Stats().Decisions sums them): one atomic add
+// per decision, as before there were metrics. Latency is sampled only once
+// on is set, so a node nobody observes pays one atomic load more.
 type observer struct {
 	on     atomic.Bool
 	counts [4][numResults]paddedCounter
@@ -76,10 +78,10 @@ type latencyCounters struct {
 	sum     atomic.Uint64 // ns
 }
 
-// ObserveDecisions starts counting decisions by source and result, and
-// timing a sample of them (see DecisionStats). It costs a few nanoseconds
-// per decision, which is why it is off until called; package metrics calls
-// it. Calling it again does nothing.
+// ObserveDecisions starts timing a sample of the decisions (see
+// DecisionStats; they are counted by source and result from the start). The
+// sample costs a few nanoseconds per decision, which is why it is off until
+// called; package metrics calls it. Calling it again does nothing.
 func (n *Node) ObserveDecisions() { n.obs.on.Store(true) }
 
 // start is the time a decision starts if it is to be timed (about one in
@@ -92,8 +94,8 @@ func (o *observer) start() time.Time {
 }
 
 // observe counts one call of AllowN that returned d and err; start is its
-// start if it is timed (else the zero Time). It is deferred by AllowN, once
-// ObserveDecisions has been called.
+// start if it is timed (else the zero Time). AllowN and AllowAll call it on
+// every return past their input checks.
 func (n *Node) observe(ctx context.Context, start time.Time, d *ringlimit.Decision, err *error) {
 	if *err != nil || int(d.Source) >= len(n.obs.counts) {
 		return
@@ -118,7 +120,8 @@ func (n *Node) observe(ctx context.Context, start time.Time, d *ringlimit.Decisi
 	}
 }
 
-// DecisionStats returns the decisions counted since ObserveDecisions.
+// DecisionStats returns the decisions counted since the node started (the
+// latency sample: since ObserveDecisions).
 func (n *Node) DecisionStats() DecisionStats {
 	var s DecisionStats
 	for src := range s.Counts {

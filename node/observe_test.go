@@ -9,22 +9,28 @@ import (
 	"github.com/ringlimit/ringlimit/node/nodetest"
 )
 
-// Decisions are counted by source and result only once observed; a shadow
-// caller's denials apart; errors not at all; the latency sample holds about
-// one decision in LatencySampleEvery.
+// Decisions are counted by source and result from the start (Stats sums
+// them), a shadow caller's denials apart, errors not at all; the latency is
+// sampled only once observed, about one decision in LatencySampleEvery.
 func TestDecisionStats(t *testing.T) {
 	c := nodetest.Start(t, 2, nil)
 	a, b := c.Nodes[0], c.Nodes[1]
-	own := keysOwnedBy(a, a.Name(), 2)
+	own := keysOwnedBy(a, a.Name(), 3)
 	far := keysOwnedBy(a, b.Name(), 1)[0]
 	rule := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: 3, Window: time.Hour}
 
-	a.Allow(ctx, own[0], rule) // not observed yet
-	if s := a.DecisionStats(); s.Counts != ([4][3]uint64{}) {
-		t.Fatalf("counted before ObserveDecisions: %v", s.Counts)
+	for range 100 { // not observed yet: counted, not timed
+		a.Allow(ctx, own[2], rule)
+	}
+	if s := a.DecisionStats(); s.Counts[ringlimit.Local] != [3]uint64{3, 97, 0} || s.Latency[ringlimit.Local].Count != 0 {
+		t.Fatalf("before ObserveDecisions: counts %v, latency sample %d; want 3 allowed, 97 denied, none timed",
+			s.Counts, s.Latency[ringlimit.Local].Count)
+	}
+	if st := a.Stats(); st.Decisions[ringlimit.Local] != 100 {
+		t.Fatalf("Stats().Decisions %v: want the 100 counted", st.Decisions)
 	}
 	a.ObserveDecisions()
-	for range 5 { // 2 allowed, 3 denied
+	for range 5 { // 3 allowed, 2 denied
 		a.Allow(ctx, own[0], rule)
 	}
 	for range 4 { // 3 allowed, 1 shadow-denied
@@ -44,7 +50,7 @@ func TestDecisionStats(t *testing.T) {
 
 	s := a.DecisionStats()
 	var want [4][3]uint64
-	want[ringlimit.Local] = [3]uint64{2 + 3 + bulk, 3, 1}
+	want[ringlimit.Local] = [3]uint64{3 + 3 + 3 + bulk, 97 + 2, 1}
 	want[ringlimit.Peer] = [3]uint64{3, 1, 0}
 	if s.Counts != want {
 		t.Errorf("counts %v, want %v", s.Counts, want)

@@ -30,9 +30,10 @@ const (
 // and Config.HandoffWindow): a node that gave a key up redirects its calls
 // to the new holder, and a new owner takes the state from the previous one
 // before it decides. Errors: bad input, a closed node, a cancelled context.
-func (n *Node) AllowN(ctx context.Context, key string, rule ringlimit.Rule, hits int64) (d ringlimit.Decision, err error) {
-	if n.obs.on.Load() { // metrics (observe.go)
-		defer n.observe(ctx, n.obs.start(), &d, &err)
+func (n *Node) AllowN(ctx context.Context, key string, rule ringlimit.Rule, hits int64) (ringlimit.Decision, error) {
+	var start time.Time
+	if n.obs.on.Load() { // metrics: time a sample (observe.go)
+		start = n.obs.start()
 	}
 	if n.closed.Load() {
 		return ringlimit.Decision{}, ringlimit.ErrClosed
@@ -43,7 +44,9 @@ func (n *Node) AllowN(ctx context.Context, key string, rule ringlimit.Rule, hits
 	// The rule and hits are checked once, where the call is decided: by
 	// the local store on the owned path (it keeps the last rule it checked
 	// per shard), by ValidateCall before the call leaves this node.
-	return n.route(ctx, peer.Request{Op: peer.OpAllow, Key: key, Rule: rule, N: hits}, nil)
+	d, err := n.route(ctx, peer.Request{Op: peer.OpAllow, Key: key, Rule: rule, N: hits}, nil)
+	n.observe(ctx, start, &d, &err)
+	return d, err
 }
 
 // route runs req down the chain, the way groupcache's load does: the clock
@@ -65,9 +68,6 @@ func (n *Node) route(ctx context.Context, req peer.Request, all *[]ringlimit.Dec
 		)
 		if at == n.name || at == "" {
 			d, next, err = n.decideHereAll(ctx, &req, now, all)
-			if next == "" && err == nil {
-				n.stats.decided(ringlimit.Local)
-			}
 		} else {
 			if err := validateOnce(&req, &checked); err != nil {
 				return ringlimit.Decision{}, err
@@ -207,7 +207,6 @@ func (n *Node) ask(ctx context.Context, at string, req *peer.Request, all *[]rin
 			}
 			*all = res.Decisions
 		}
-		n.stats.decided(ringlimit.Peer)
 		return res.Decision, "", nil
 	case ctx.Err() != nil:
 		done(failover.Ignored) // the caller gave up: not the peer's fault
@@ -237,11 +236,7 @@ func (n *Node) fromStore(ctx context.Context, req *peer.Request, all *[]ringlimi
 	if req.Op == peer.OpAllowAll {
 		return n.storeAll(ctx, req, all)
 	}
-	d, err := n.store.AllowN(ctx, req.Key, req.Rule, req.N)
-	if err == nil {
-		n.stats.decided(d.Source)
-	}
-	return d, err
+	return n.store.AllowN(ctx, req.Key, req.Rule, req.N)
 }
 
 // Allow is shorthand for AllowN(ctx, key, rule, 1).

@@ -3,13 +3,11 @@ package node
 import (
 	"sync/atomic"
 
-	"github.com/ringlimit/ringlimit"
 	"github.com/ringlimit/ringlimit/failover"
 	"github.com/ringlimit/ringlimit/local"
 )
 
 type counters struct {
-	decisions       [4]paddedCounter // by ringlimit.Source
 	forwards        atomic.Uint64
 	forwardFailures atomic.Uint64
 	served          atomic.Uint64
@@ -22,12 +20,6 @@ type counters struct {
 type paddedCounter struct {
 	atomic.Uint64
 	_ [56]byte
-}
-
-func (c *counters) decided(s ringlimit.Source) {
-	if int(s) < len(c.decisions) {
-		c.decisions[s].Add(1)
-	}
 }
 
 // Stats are a node's counters.
@@ -121,7 +113,9 @@ func (n *Node) Stats() Stats {
 		RejectedFrames: ps.RejectedFrames + n.peers.rejected(),
 		BodyTimeouts:   ps.BodyTimeouts, IdleClosed: ps.IdleClosed}
 	for i := range s.Decisions {
-		s.Decisions[i] = n.stats.decisions[i].Load()
+		for r := range n.obs.counts[i] {
+			s.Decisions[i] += n.obs.counts[i][r].Load()
+		}
 	}
 	return s
 }
