@@ -283,7 +283,13 @@ func (n *Node) load(ctx context.Context, key string) {
 	}
 	n.stats.loads.Add(1)
 	if ok {
-		rs.Until = n.now().UnixMilli() + ttl.Milliseconds()
+		now := n.now().UnixMilli()
+		if ttl > 0 {
+			rs.Until = now + ttl.Milliseconds()
+		} // else index 0 has gone: Import skips it and installs the others
+		for i := range rs.More { // their Until is their remaining TTL in ms
+			rs.More[i].Until += now
+		}
 		s := n.holders.lock(key)
 		n.local.Import(key, rs)
 		s.unlock()

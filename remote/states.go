@@ -76,14 +76,45 @@ func wrongType(err error) bool {
 	return ok && strings.HasPrefix(ve.Error(), "WRONGTYPE")
 }
 
-// LoadState reads key's state at index 0 (the one AllowN uses) and its
-// remaining TTL; ok is false if the key
-// holds none. A key that holds a value the scripts did not write returns an
-// error wrapping ErrBadValue (and, for a string, ErrBadState).
+// LoadState reads key's states, index 0 (the one AllowN uses) and the
+// others AllowAll keeps beside it, in one round trip, and index 0's
+// remaining TTL; ok is false if the key holds no state at any index. The
+// states at other indexes come in s.More, each with its own remaining TTL
+// in ms in its Until (relative: the caller adds its own now, as it does
+// with ttl for index 0). When index 0 has gone (a short window's state
+// expires long before a day's), s is a zero State with ttl 0 and ok true if
+// another index remains. A key that holds a value the scripts did not write
+// returns an error wrapping ErrBadValue (and, for a string, ErrBadState).
 func (l *Limiter) LoadState(ctx context.Context, key string) (s State, ttl time.Duration, ok bool, err error) {
-	k := l.Key(key)
-	rs := l.client.DoMulti(ctx, l.client.B().Get().Key(k).Build(), l.client.B().Pttl().Key(k).Build())
-	v, err := rs[0].ToString()
+	cmds := make(valkey.Commands, 0, 2*ringlimit.MaxRules)
+	for i := range ringlimit.MaxRules {
+		k := l.IndexKey(key, i)
+		cmds = append(cmds, l.client.B().Get().Key(k).Build(), l.client.B().Pttl().Key(k).Build())
+	}
+	rs := l.client.DoMulti(ctx, cmds...)
+	for i := range ringlimit.MaxRules {
+		st, pttl, found, err := loadOne(ctx, key, rs[2*i], rs[2*i+1])
+		if err != nil {
+			return State{}, 0, false, err
+		}
+		if !found {
+			continue
+		}
+		ok = true
+		if i == 0 {
+			s, ttl = st, ringlimit.Millis(pttl)
+			continue
+		}
+		st.Index, st.Until = i, pttl
+		s.More = append(s.More, st)
+	}
+	return s, ttl, ok, nil
+}
+
+// loadOne decodes one index's GET and PTTL replies: found is false if it
+// holds nothing (or is on its way out).
+func loadOne(ctx context.Context, key string, get, pttlReply valkey.ValkeyResult) (State, int64, bool, error) {
+	v, err := get.ToString()
 	if valkey.IsValkeyNil(err) {
 		return State{}, 0, false, nil
 	}
@@ -93,17 +124,18 @@ func (l *Limiter) LoadState(ctx context.Context, key string) (s State, ttl time.
 	if err != nil {
 		return State{}, 0, false, fmt.Errorf("remote: load: %w", callerErr(ctx, err))
 	}
-	pttl, err := rs[1].AsInt64()
+	pttl, err := pttlReply.AsInt64()
 	if err != nil {
 		return State{}, 0, false, fmt.Errorf("remote: load: pttl: %w", callerErr(ctx, err))
 	}
-	if s, err = DecodeState([]byte(v)); err != nil {
+	s, err := DecodeState([]byte(v))
+	if err != nil {
 		return State{}, 0, false, fmt.Errorf("remote: load %s: %w: %w", strconv.Quote(key), ErrBadValue, err)
 	}
 	if pttl < 0 { // gone in between (-2), or no TTL (-1: not written by us)
 		return State{}, 0, false, nil
 	}
-	return s, ringlimit.Millis(pttl), true, nil
+	return s, pttl, true, nil
 }
 
 // WriteStates is the Limiter's WriteStates, or ErrNotConnected.

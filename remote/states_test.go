@@ -88,3 +88,33 @@ func TestWriteStatesSaturatedTTL(t *testing.T) {
 		t.Fatalf("LoadState after a saturated TTL: ttl %v, ok %v, err %v; want centuries", ttl, ok, err)
 	}
 }
+
+// LoadState brings back every index a key holds, each with its own TTL,
+// also when index 0 (a short window) has gone and a day's state remains:
+// a new owner that loads after a crash must not restart the longer limits.
+func TestLoadStateEveryIndex(t *testing.T) {
+	_, c := server(t)
+	ctx := context.Background()
+	l := remote.New(c, remote.Config{})
+	ms := time.Now().UnixMilli()
+	second := remote.State{Algorithm: ringlimit.FixedWindow, Window: 1000, A: ms / 1000, B: 10}
+	day := remote.State{Algorithm: ringlimit.FixedWindow, Window: 86400000, A: ms / 86400000, B: 999, Index: 1}
+	if err := l.WriteStates(ctx, []remote.KeyState{{Key: "k", State: second, TTL: time.Minute},
+		{Key: "k", State: day, TTL: time.Hour}}); err != nil {
+		t.Fatal(err)
+	}
+	s, ttl, ok, err := l.LoadState(ctx, "k")
+	if err != nil || !ok || ttl <= 59*time.Second || len(s.More) != 1 {
+		t.Fatalf("LoadState: %+v ttl %v ok %v err %v; want index 0 and one more", s, ttl, ok, err)
+	}
+	if m := s.More[0]; m.Index != 1 || m.B != 999 || m.Until <= 59*60*1000 || m.Until > 3600*1000 {
+		t.Fatalf("index 1: %+v; want the day's count with its remaining TTL in ms", m)
+	}
+	if err := c.Do(ctx, c.B().Del().Key(l.Key("k")).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	s, ttl, ok, err = l.LoadState(ctx, "k")
+	if err != nil || !ok || ttl != 0 || len(s.More) != 1 || s.More[0].B != 999 {
+		t.Fatalf("index 0 gone: %+v ttl %v ok %v err %v; want only index 1", s, ttl, ok, err)
+	}
+}
