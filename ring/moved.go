@@ -13,11 +13,7 @@ func Hash(key string) uint64 { return xxhash.Sum64String(key) }
 
 // ownerOf is the member that owns hash h. r is not empty.
 func (r *Ring) ownerOf(h uint64) string {
-	i, _ := slices.BinarySearch(r.hashes, h)
-	if i == len(r.hashes) {
-		i = 0
-	}
-	return r.members[r.owner[i]]
+	return r.members[r.owner[r.searchHash(h)]]
 }
 
 // Moved returns what a change from prev to next moves for the member named

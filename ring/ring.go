@@ -25,6 +25,14 @@ type Ring struct {
 	hashes  []uint64 // sorted virtual node hashes
 	owner   []int32  // owner[i]: index in members of the virtual node hashes[i]
 	vnodes  int
+
+	// lut[b] is the index of the first virtual node whose hash is at or
+	// after the start of bucket b, the top lutBits bits of a hash: a lookup
+	// starts there and steps over about one virtual node, instead of a
+	// binary search's 15 dependent loads at 100 members. About 4 bytes per
+	// virtual node.
+	lut     []uint32
+	lutBits uint
 }
 
 // New returns a ring of the given members with vnodes virtual nodes each; if
@@ -79,27 +87,42 @@ func New(members []string, vnodes int) *Ring {
 		r.hashes[i] = v.hash
 		r.owner[i] = v.owner
 	}
+	r.index()
 	return r
+}
+
+// index builds lut: about one bucket per virtual node.
+func (r *Ring) index() {
+	bits := uint(1)
+	for bits < 24 && 1<<bits < len(r.hashes) {
+		bits++
+	}
+	r.lutBits = bits
+	r.lut = make([]uint32, 1<<bits)
+	j := 0
+	for b := range r.lut {
+		start := uint64(b) << (64 - bits)
+		for j < len(r.hashes) && r.hashes[j] < start {
+			j++
+		}
+		r.lut[b] = uint32(j)
+	}
 }
 
 // search returns the index of the first virtual node at or after key's hash,
 // wrapping around the ring. The ring must not be empty.
-func (r *Ring) search(key string) int {
-	h := xxhash.Sum64String(key)
-	// Hand-rolled lower bound: sort.Search's closure costs here.
-	lo, hi := 0, len(r.hashes)
-	for lo < hi {
-		mid := int(uint(lo+hi) >> 1)
-		if r.hashes[mid] < h {
-			lo = mid + 1
-		} else {
-			hi = mid
-		}
+func (r *Ring) search(key string) int { return r.searchHash(xxhash.Sum64String(key)) }
+
+// searchHash is search for a key whose hash is h.
+func (r *Ring) searchHash(h uint64) int {
+	i := int(r.lut[h>>(64-r.lutBits)])
+	for i < len(r.hashes) && r.hashes[i] < h {
+		i++
 	}
-	if lo == len(r.hashes) {
-		lo = 0
+	if i == len(r.hashes) {
+		i = 0
 	}
-	return lo
+	return i
 }
 
 // Owner returns the member that owns key, or "" if the ring is empty. It
@@ -109,6 +132,16 @@ func (r *Ring) Owner(key string) string {
 		return ""
 	}
 	return r.members[r.owner[r.search(key)]]
+}
+
+// OwnerOfHash is Owner for a key whose Hash is h: a caller that hashes the
+// key once for other uses too (node places keys in its local store by the
+// same hash) saves hashing it again.
+func (r *Ring) OwnerOfHash(h uint64) string {
+	if r == nil || len(r.hashes) == 0 {
+		return ""
+	}
+	return r.members[r.owner[r.searchHash(h)]]
 }
 
 // Owners returns up to n distinct members in ring order starting with the
