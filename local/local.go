@@ -119,7 +119,11 @@ func (l *Limiter) hashOf(key string) uint64 {
 // then holds keys from all round the ring, evenly, however the ring places
 // this node's arcs.)
 func (l *Limiter) locate(key string) (*shard, uint32) {
-	h := l.hashOf(key)
+	return l.place(l.hashOf(key))
+}
+
+// place is locate for a key whose hash is h.
+func (l *Limiter) place(h uint64) (*shard, uint32) {
 	return &l.shards[(h*l.mix)>>32&l.mask], uint32(h >> 32)
 }
 
@@ -132,7 +136,7 @@ func (l *Limiter) AllowN(_ context.Context, key string, rule ringlimit.Rule, n i
 	}
 	s, frag := l.locate(key)
 	var d ringlimit.Decision
-	_, err := s.apply(&d, key, frag, rule, l.now(), n, false)
+	_, err := s.apply(&d, key, frag, rule, l.now(), n, false, nil)
 	return d, err
 }
 
@@ -144,7 +148,7 @@ func (l *Limiter) AllowNAt(now time.Time, key string, rule ringlimit.Rule, n int
 	}
 	s, frag := l.locate(key)
 	var d ringlimit.Decision
-	_, err := s.apply(&d, key, frag, rule, now.UnixMilli(), n, false)
+	_, err := s.apply(&d, key, frag, rule, now.UnixMilli(), n, false, nil)
 	return d, err
 }
 
@@ -159,8 +163,31 @@ func (l *Limiter) AllowNHeldAt(now time.Time, key string, rule ringlimit.Rule, n
 	}
 	s, frag := l.locate(key)
 	var d ringlimit.Decision
-	held, err := s.apply(&d, key, frag, rule, now.UnixMilli(), n, true)
+	held, err := s.apply(&d, key, frag, rule, now.UnixMilli(), n, true, nil)
 	return d, held, err
+}
+
+// AllowNIfAt is AllowNAt, writing the decision to *d (a caller on a hot
+// path saves copying it), for a key whose Config.Hash is h (a caller that
+// hashed the key already saves hashing it again; without a Config.Hash, h
+// is ignored and the key hashed), that decides a key that holds no state
+// that still matters only if fresh reports true, called under the key's
+// lock. Else it decides and records nothing and returns false (and nil).
+//
+// A node decides this way while a key's state may be on its way from
+// another member or leaving for one: a state that is here is decided on
+// at once, and a hand-over that takes states out (Take, under the same
+// lock) makes fresh report false first, so no decision it does not know of
+// starts a key afresh after the key's state left.
+func (l *Limiter) AllowNIfAt(d *ringlimit.Decision, now time.Time, key string, h uint64, rule ringlimit.Rule, n int64, fresh func() bool) (bool, error) {
+	if uint(len(key)-1) >= ringlimit.MaxKeyLen {
+		return false, ringlimit.ValidateKey(key)
+	}
+	if l.hash == nil {
+		h = l.hashOf(key)
+	}
+	s, frag := l.place(h)
+	return s.apply(d, key, frag, rule, now.UnixMilli(), n, true, fresh)
 }
 
 // Peek reports whether one hit on key would be admitted now, and consumes

@@ -25,13 +25,13 @@ var _ ringlimit.MultiLimiter = (*Limiter)(nil)
 // being decided, and a key's other states outlive an evicted or expired
 // index 0 as they would in Valkey, where each is a value with its own TTL.
 func (l *Limiter) AllowAll(_ context.Context, key string, rules []ringlimit.Rule, n int64) ([]ringlimit.Decision, error) {
-	ds, _, err := l.allowAll(key, rules, l.now(), n, false)
+	ds, _, err := l.allowAll(key, 0, false, rules, l.now(), n, false, nil)
 	return ds, err
 }
 
 // AllowAllAt is AllowAll at the instant now instead of the clock's.
 func (l *Limiter) AllowAllAt(now time.Time, key string, rules []ringlimit.Rule, n int64) ([]ringlimit.Decision, error) {
-	ds, _, err := l.allowAll(key, rules, now.UnixMilli(), n, false)
+	ds, _, err := l.allowAll(key, 0, false, rules, now.UnixMilli(), n, false, nil)
 	return ds, err
 }
 
@@ -39,19 +39,31 @@ func (l *Limiter) AllowAllAt(now time.Time, key string, rules []ringlimit.Rule, 
 // matters at one of the rules' indexes; for any other key it decides and
 // records nothing and returns false (see AllowNHeldAt).
 func (l *Limiter) AllowAllHeldAt(now time.Time, key string, rules []ringlimit.Rule, n int64) ([]ringlimit.Decision, bool, error) {
-	return l.allowAll(key, rules, now.UnixMilli(), n, true)
+	return l.allowAll(key, 0, false, rules, now.UnixMilli(), n, true, nil)
 }
 
-func (l *Limiter) allowAll(key string, rules []ringlimit.Rule, now, n int64, held bool) ([]ringlimit.Decision, bool, error) {
+// AllowAllIfAt is AllowAllAt for a key whose Config.Hash is h, that decides
+// a key holding no state that still matters at any of the rules' indexes
+// only if fresh reports true, called under the key's lock; else it decides
+// and records nothing and returns false (see AllowNIfAt).
+func (l *Limiter) AllowAllIfAt(now time.Time, key string, h uint64, rules []ringlimit.Rule, n int64, fresh func() bool) ([]ringlimit.Decision, bool, error) {
+	return l.allowAll(key, h, l.hash != nil, rules, now.UnixMilli(), n, true, fresh)
+}
+
+// allowAll decides key, whose place is h if hashed, else hashed here.
+func (l *Limiter) allowAll(key string, h uint64, hashed bool, rules []ringlimit.Rule, now, n int64, held bool, fresh func() bool) ([]ringlimit.Decision, bool, error) {
 	if uint(len(key)-1) >= ringlimit.MaxKeyLen {
 		return nil, false, ringlimit.ValidateKey(key)
 	}
 	if len(rules) == 0 || len(rules) > ringlimit.MaxRules {
 		return nil, false, fmt.Errorf("local: %w: %d rules, want 1 to %d", ringlimit.ErrInvalidRule, len(rules), ringlimit.MaxRules)
 	}
-	s, frag := l.locate(key)
+	if !hashed {
+		h = l.hashOf(key)
+	}
+	s, frag := l.place(h)
 	ds := make([]ringlimit.Decision, len(rules))
-	ok, err := s.applyAll(ds, key, frag, rules, now, n, held)
+	ok, err := s.applyAll(ds, key, frag, rules, now, n, held, fresh)
 	if err != nil || !ok {
 		return nil, false, err
 	}

@@ -259,8 +259,9 @@ func (s *shard) grow(i int32) {
 // It writes the Decision through d, which saves a copy of it per call.
 //
 // If held is set, a key that holds no state that still matters decides
-// nothing: apply reports false (and nil).
-func (s *shard) apply(d *ringlimit.Decision, key string, frag uint32, rule ringlimit.Rule, now, n int64, held bool) (bool, error) {
+// nothing: apply reports false (and nil), unless fresh is not nil and
+// reports true under the lock (see AllowNIfAt).
+func (s *shard) apply(d *ringlimit.Decision, key string, frag uint32, rule ringlimit.Rule, now, n int64, held bool, fresh func() bool) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if rule != s.rule || s.p.window == 0 {
@@ -279,7 +280,7 @@ func (s *shard) apply(d *ringlimit.Decision, key string, frag uint32, rule ringl
 		n = 1
 	}
 	i, ok := s.lookup(key, frag, 0)
-	if held && (!ok || s.at(i).until <= now) {
+	if held && (!ok || s.at(i).until <= now) && (fresh == nil || !fresh()) {
 		return false, nil
 	}
 	s.decideAt(d, key, frag, i, ok, 0, rule.Algorithm, &s.p, now, n, consume)
@@ -333,8 +334,9 @@ func (s *shard) decideAt(d *ringlimit.Decision, key string, frag uint32, i int32
 // len(rules) elements, 1 to ringlimit.MaxRules (the caller checked).
 //
 // If held is set, a key that holds no state that still matters at any of
-// the rules' indexes decides nothing: applyAll reports false (and nil).
-func (s *shard) applyAll(ds []ringlimit.Decision, key string, frag uint32, rules []ringlimit.Rule, now, n int64, held bool) (bool, error) {
+// the rules' indexes decides nothing: applyAll reports false (and nil),
+// unless fresh is not nil and reports true under the lock (see apply).
+func (s *shard) applyAll(ds []ringlimit.Decision, key string, frag uint32, rules []ringlimit.Rule, now, n int64, held bool, fresh func() bool) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if held {
@@ -345,7 +347,7 @@ func (s *shard) applyAll(ds []ringlimit.Decision, key string, frag uint32, rules
 				break
 			}
 		}
-		if !live {
+		if !live && (fresh == nil || !fresh()) {
 			return false, nil
 		}
 	}

@@ -1,0 +1,63 @@
+package local_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/ringlimit/ringlimit"
+	"github.com/ringlimit/ringlimit/local"
+)
+
+// TestAllowNIfAt checks that a key without a state is started only if
+// fresh says so (and nothing is recorded if not), that a key holding a
+// state is decided whatever fresh says, on the state AllowN uses (the hash
+// given is the key's place), and that bad input is refused either way.
+func TestAllowNIfAt(t *testing.T) {
+	rule := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: 3, Window: time.Minute}
+	now := time.Unix(1_700_000_000, 0)
+	for _, hash := range []func(string) uint64{nil, xxhash.Sum64String} {
+		l := local.New(local.Config{Hash: hash})
+		asked := 0
+		yes := func() bool { asked++; return true }
+		no := func() bool { asked++; return false }
+		h := xxhash.Sum64String("k")
+		if ok, err := l.AllowNIfAt(new(ringlimit.Decision), now, "k", h, rule, 1, no); ok || err != nil || asked != 1 {
+			t.Fatalf("no state, fresh false: decided %v, err %v, asked %d", ok, err, asked)
+		}
+		if d, _ := l.AllowNAt(now, "k", rule, 0); d.Remaining != 3 || l.Stats().Keys != 0 {
+			t.Fatalf("recorded with fresh false: remaining %d, %d keys", d.Remaining, l.Stats().Keys)
+		}
+		if d, ok, err := allowNIfAt(l, now, "k", h, rule, 1, yes); !ok || err != nil || !d.Allowed || d.Remaining != 2 || asked != 2 {
+			t.Fatalf("no state, fresh true: %+v decided %v err %v asked %d", d, ok, err, asked)
+		}
+		if d, ok, err := allowNIfAt(l, now, "k", h, rule, 1, no); !ok || err != nil || !d.Allowed || d.Remaining != 1 || asked != 2 {
+			t.Fatalf("held, fresh not asked: %+v decided %v err %v asked %d", d, ok, err, asked)
+		}
+		if d, _ := l.AllowNAt(now, "k", rule, 1); !d.Allowed || d.Remaining != 0 {
+			t.Fatalf("AllowNAt after two gated hits: %+v (not the same state)", d)
+		}
+		if ok, err := l.AllowNIfAt(new(ringlimit.Decision), now.Add(time.Minute), "k", h, rule, 1, no); ok || err != nil {
+			t.Fatalf("a state past its window is no state: decided %v, err %v", ok, err)
+		}
+		if st := l.Stats(); st.Keys != 1 {
+			t.Fatalf("%d keys, want 1", st.Keys)
+		}
+		if ok, err := l.AllowNIfAt(new(ringlimit.Decision), now, "x", 0, ringlimit.Rule{Limit: -1, Window: time.Second}, 1, yes); ok || !errors.Is(err, ringlimit.ErrInvalidRule) {
+			t.Fatalf("bad rule: decided %v, err %v", ok, err)
+		}
+		if ok, err := l.AllowNIfAt(new(ringlimit.Decision), now, "", 0, rule, 1, yes); ok || !errors.Is(err, ringlimit.ErrInvalidKey) {
+			t.Fatalf("empty key: decided %v, err %v", ok, err)
+		}
+		if l.Stats().Keys != 1 {
+			t.Fatal("bad input recorded a key")
+		}
+	}
+}
+
+func allowNIfAt(l *local.Limiter, now time.Time, key string, h uint64, rule ringlimit.Rule, n int64, fresh func() bool) (ringlimit.Decision, bool, error) {
+	var d ringlimit.Decision
+	ok, err := l.AllowNIfAt(&d, now, key, h, rule, n, fresh)
+	return d, ok, err
+}
