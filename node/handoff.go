@@ -207,6 +207,7 @@ func (n *Node) pushBatch(to string, keys []string) (left []string, failed []give
 	var done []given
 	items := []peer.Item{n.header()}
 	size, now, addr := 0, n.nowMs(), n.addrOf(to)
+	n.holders.moving.Add(1) // until the marks are set (see holders.quiet)
 	for len(keys) > 0 && size < batchBytes {
 		key := keys[0]
 		keys = keys[1:]
@@ -236,6 +237,7 @@ func (n *Node) pushBatch(to string, keys []string) (left []string, failed []give
 		items = append(items, peer.Item{Key: key, Value: v})
 		size += 6 + len(key) + len(v)
 	}
+	n.holders.moving.Add(-1)
 	if len(done) == 0 {
 		return keys, nil
 	}

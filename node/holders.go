@@ -32,6 +32,7 @@ type holders struct {
 	max      int // marks kept at most; beyond it no new mark is made (see give)
 
 	count   atomic.Int64
+	moving  atomic.Int64              // hand-overs taking states out of the local store now (see quiet)
 	leaving atomic.Pointer[ring.Ring] // set by Close: every key goes to its owner in it
 	stripes [holderStripes]holderStripe
 }
@@ -125,6 +126,20 @@ func (h *holders) forget(gone func(*mark) bool) {
 		}
 		s.mu.Unlock()
 	}
+}
+
+// quiet reports whether no key changes hands: no mark, no hand-over taking
+// a state out, not within the hand-off window, not leaving. A decision on an
+// owned key needs no stripe lock when the key's state is here (a mark that
+// says a key moved is only ever set with its state gone from the local
+// store, in one step under the stripe lock and the store's), or when quiet
+// allows a state to start here: the local store asks it under its own lock
+// (local.AllowNIfAt), and a hand-over raises moving before it takes a state
+// out under that same lock, so a decision either ran before the state left
+// (and left with it) or sees quiet false and takes the chain's slow way,
+// past the key's mark.
+func (h *holders) quiet() bool {
+	return h.moving.Load() == 0 && h.count.Load() == 0 && h.leaving.Load() == nil && !h.changing()
 }
 
 // size is the number of marks.

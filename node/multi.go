@@ -7,6 +7,7 @@ import (
 
 	"github.com/ringlimit/ringlimit"
 	"github.com/ringlimit/ringlimit/internal/peer"
+	"github.com/ringlimit/ringlimit/ring"
 )
 
 var _ ringlimit.MultiLimiter = (*Node)(nil)
@@ -31,12 +32,25 @@ func (n *Node) AllowAll(ctx context.Context, key string, rules []ringlimit.Rule,
 	if len(rules) == 0 || len(rules) > ringlimit.MaxRules {
 		return nil, ringlimit.ValidateRules(rules)
 	}
+	now, h := n.now(), ring.Hash(key)
+	at := n.members.Ring().OwnerOfHash(h)
+	if at == n.name && n.holders.leaving.Load() == nil {
+		// Here, as in AllowN: the local store checks the input.
+		var ok bool
+		if ds, ok, err = n.local.AllowAllIfAt(now, key, h, rules, hits, n.quiet); err != nil {
+			return nil, err
+		}
+		if ok {
+			n.observeAll(ctx, start, &ds, &err)
+			return ds, nil
+		}
+	}
 	for i, r := range rules { // ValidateCall validates each rule too
 		if err := ringlimit.ValidateCall(key, r, hits); err != nil {
 			return nil, fmt.Errorf("rules[%d]: %w", i, err)
 		}
 	}
-	if _, err = n.route(ctx, peer.Request{Op: peer.OpAllowAll, Key: key, Rules: rules, N: hits}, &ds); err != nil {
+	if _, err = n.route(ctx, now, at, peer.Request{Op: peer.OpAllowAll, Key: key, Rules: rules, N: hits}, &ds); err != nil {
 		return nil, err
 	}
 	n.observeAll(ctx, start, &ds, &err)

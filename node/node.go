@@ -47,7 +47,8 @@ type Node struct {
 	warn  *logsum.Summarizer // repeated warnings: one line per kind per interval, then a count
 
 	// Hand-off (handoff.go, pull.go, holders.go).
-	holders    holders // who holds each key while ownership changes
+	holders    holders     // who holds each key while ownership changes
+	quiet      func() bool // holders.quiet, bound once
 	pulls      flights
 	started    time.Time
 	changing   atomic.Bool // within HandoffWindow of a ring change: marks count, owned keys without state are pulled
@@ -102,10 +103,13 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.store, n.closer = store, closer
+	// The local store places keys by their ring hash: a call hashes its key
+	// once, and a ring change finds the keys of the arcs that move.
 	n.local = local.New(local.Config{MaxKeys: cfg.MaxKeys, MaxBytes: cfg.MaxBytes, Clock: cfg.Clock,
-		TrackChanges: n.states != nil && cfg.WriteBehind > 0})
+		TrackChanges: n.states != nil && cfg.WriteBehind > 0, Hash: ring.Hash})
 	n.holders.init(cfg.Name, n.local, 2*max(cfg.MaxKeys, 1<<20))
 	n.holders.current, n.holders.changing = n.current, n.changing.Load
+	n.quiet = n.holders.quiet
 
 	// Serve before joining: peers may forward as soon as they see us.
 	n.server = peer.Serve(ln, peer.ServerConfig{

@@ -143,6 +143,8 @@ func (n *Node) serveTake(key, from string) peer.Result {
 	if from == "" || from == n.name {
 		return peer.Result{}
 	}
+	n.holders.moving.Add(1) // until the mark is set (see holders.quiet)
+	defer n.holders.moving.Add(-1)
 	s := n.holders.lock(key)
 	m := s.get(key)
 	if m != nil && m.to != n.name && m.to != from && n.current(m) {
@@ -291,7 +293,11 @@ func (n *Node) load(ctx context.Context, key string) {
 			rs.More[i].Until += now
 		}
 		s := n.holders.lock(key)
-		n.local.Import(key, rs)
+		if m := s.get(key); m == nil || m.to == n.name {
+			// (A member that took the key meanwhile holds it: a state
+			// here beside its mark would be a second holder.)
+			n.local.Import(key, rs)
+		}
 		s.unlock()
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/ringlimit/ringlimit"
 	"github.com/ringlimit/ringlimit/failover"
 	"github.com/ringlimit/ringlimit/internal/peer"
+	"github.com/ringlimit/ringlimit/ring"
 )
 
 // The routing chain: one call goes down it once, top to bottom.
@@ -30,7 +31,7 @@ const (
 // and Config.HandoffWindow): a node that gave a key up redirects its calls
 // to the new holder, and a new owner takes the state from the previous one
 // before it decides. Errors: bad input, a closed node, a cancelled context.
-func (n *Node) AllowN(ctx context.Context, key string, rule ringlimit.Rule, hits int64) (ringlimit.Decision, error) {
+func (n *Node) AllowN(ctx context.Context, key string, rule ringlimit.Rule, hits int64) (d ringlimit.Decision, err error) {
 	var start time.Time
 	if n.obs.on.Load() { // metrics: time a sample (observe.go)
 		start = n.obs.start()
@@ -44,21 +45,32 @@ func (n *Node) AllowN(ctx context.Context, key string, rule ringlimit.Rule, hits
 	// The rule and hits are checked once, where the call is decided: by
 	// the local store on the owned path (it keeps the last rule it checked
 	// per shard), by ValidateCall before the call leaves this node.
-	d, err := n.route(ctx, peer.Request{Op: peer.OpAllow, Key: key, Rule: rule, N: hits}, nil)
+	now, h := n.now(), ring.Hash(key)
+	at := n.members.Ring().OwnerOfHash(h)
+	if at == n.name && n.holders.leaving.Load() == nil {
+		// Here, and the key's state is here or no key changes hands (the
+		// common case): the local store decides, under its own lock alone
+		// (see holders.quiet).
+		var ok bool
+		if ok, err = n.local.AllowNIfAt(&d, now, key, h, rule, hits, n.quiet); ok || err != nil {
+			n.observe(ctx, start, &d, &err)
+			return
+		}
+	}
+	d, err = n.route(ctx, now, at, peer.Request{Op: peer.OpAllow, Key: key, Rule: rule, N: hits}, nil)
 	n.observe(ctx, start, &d, &err)
-	return d, err
+	return
 }
 
-// route runs req down the chain, the way groupcache's load does: the clock
-// is read once and the ring is read once; then a bounded loop asks where
-// the key is decided: here (holders, then the local store), a peer (which
-// may name the key's new holder: the loop goes on there, with From set), the
-// store, the policy. The ring is read again only if the member it named left
-// while the call was on its way. For OpAllowAll the decisions go to *all
-// (and the first is returned).
-func (n *Node) route(ctx context.Context, req peer.Request, all *[]ringlimit.Decision) (ringlimit.Decision, error) {
-	now := n.now()
-	at := n.members.Ring().Owner(req.Key)
+// route runs req down the chain, the way groupcache's load does, at the
+// instant now (the clock is read once) from at, the key's owner in one
+// snapshot of the ring: a bounded loop asks where the key is decided: here
+// (holders, then the local store), a peer (which may name the key's new
+// holder: the loop goes on there, with From set), the store, the policy.
+// The ring is read again only if the member it named left while the call
+// was on its way. For OpAllowAll the decisions go to *all (and the first is
+// returned).
+func (n *Node) route(ctx context.Context, now time.Time, at string, req peer.Request, all *[]ringlimit.Decision) (ringlimit.Decision, error) {
 	checked := req.Op != peer.OpAllow // the input of a call that leaves this node is checked first
 	for range maxRedirects + 1 {
 		var (
@@ -259,7 +271,7 @@ func (n *Node) Reset(ctx context.Context, key string) error {
 	if err := ringlimit.ValidateKey(key); err != nil {
 		return err
 	}
-	_, err := n.route(ctx, peer.Request{Op: peer.OpReset, Key: key}, nil)
+	_, err := n.route(ctx, n.now(), n.members.Ring().Owner(key), peer.Request{Op: peer.OpReset, Key: key}, nil)
 	return err
 }
 
