@@ -304,8 +304,10 @@ func (n *Node) takeBack(to string, failed []given) {
 	for _, g := range failed {
 		s := n.holders.lock(g.key)
 		if s.get(g.key) == g.m {
-			n.holders.drop(s, g.key)
+			// The state first, then the mark: with no mark left, a
+			// decision could start the key afresh (see holders.quiet).
 			n.local.Import(g.key, g.st)
+			n.holders.drop(s, g.key)
 		}
 		s.unlock()
 	}
