@@ -94,6 +94,7 @@ func (n *Node) ringChanged(r *ring.Ring) {
 	if prev != nil {
 		n.prevRing.Store(prev)
 	}
+	n.moves.lost(prev, r, n.name)
 	n.minusMe.Store(ringWithout(r, n.name))
 	if r.Len() > 1 {
 		n.joinedOnce.Do(func() {
@@ -168,17 +169,35 @@ func (n *Node) pushLoop() {
 func (n *Node) header() peer.Item { return peer.Item{Value: []byte(n.name)} }
 
 // pushMoved gives up the keys that another member owns in r and pushes
-// their states to it.
+// their states to it: the keys of the arcs this node lost since the last
+// push, and the stray keys (see moves); every key after the first ring, or
+// if those outgrew their bounds.
 func (n *Node) pushMoved(r *ring.Ring) {
 	byOwner := map[string][]string{}
-	n.local.Range(func(key string, _ local.State) bool {
+	add := func(key string, _ local.State) bool {
 		if o := r.Owner(key); o != n.name && o != "" {
-			byOwner[o] = append(byOwner[o], key)
+			byOwner[o] = append(byOwner[o], key) // (a key of several indexes comes once each: the second Take finds nothing)
 		}
 		return true
-	})
+	}
+	arcs, strays, all := n.moves.take()
+	if all {
+		n.local.Range(add)
+	} else {
+		if len(arcs) > 0 {
+			n.local.RangeArcs(arcs, add)
+		}
+		for key := range strays {
+			if n.local.Has(key) {
+				add(key, local.State{})
+			}
+		}
+	}
 	for owner, keys := range byOwner {
 		if n.peers.get(owner) == nil {
+			for _, k := range keys { // not reachable yet: the next push tries again
+				n.moves.stray(k)
+			}
 			continue
 		}
 		for len(keys) > 0 {
@@ -308,6 +327,7 @@ func (n *Node) takeBack(to string, failed []given) {
 			// decision could start the key afresh (see holders.quiet).
 			n.local.Import(g.key, g.st)
 			n.holders.drop(s, g.key)
+			n.strayIfNotMine(n.members.Ring(), g.key) // the next push tries again
 		}
 		s.unlock()
 	}

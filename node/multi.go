@@ -32,8 +32,8 @@ func (n *Node) AllowAll(ctx context.Context, key string, rules []ringlimit.Rule,
 	if len(rules) == 0 || len(rules) > ringlimit.MaxRules {
 		return nil, ringlimit.ValidateRules(rules)
 	}
-	now, h := n.now(), ring.Hash(key)
-	at := n.members.Ring().OwnerOfHash(h)
+	now, h, r := n.now(), ring.Hash(key), n.members.Ring()
+	at := r.OwnerOfHash(h)
 	if at == n.name && n.holders.leaving.Load() == nil {
 		// Here, as in AllowN: the local store checks the input.
 		var ok bool
@@ -41,6 +41,9 @@ func (n *Node) AllowAll(ctx context.Context, key string, rules []ringlimit.Rule,
 			return nil, err
 		}
 		if ok {
+			if n.members.Ring() != r {
+				n.strayIfNotMine(n.members.Ring(), key) // (see moves)
+			}
 			n.observeAll(ctx, start, &ds, &err)
 			return ds, nil
 		}
@@ -50,7 +53,7 @@ func (n *Node) AllowAll(ctx context.Context, key string, rules []ringlimit.Rule,
 			return nil, fmt.Errorf("rules[%d]: %w", i, err)
 		}
 	}
-	if _, err = n.route(ctx, now, at, peer.Request{Op: peer.OpAllowAll, Key: key, Rules: rules, N: hits}, &ds); err != nil {
+	if _, err = n.route(ctx, now, r, at, peer.Request{Op: peer.OpAllowAll, Key: key, Rules: rules, N: hits}, &ds); err != nil {
 		return nil, err
 	}
 	n.observeAll(ctx, start, &ds, &err)

@@ -49,6 +49,7 @@ type Node struct {
 	// Hand-off (handoff.go, pull.go, holders.go).
 	holders    holders     // who holds each key while ownership changes
 	quiet      func() bool // holders.quiet, bound once
+	moves      moves       // what the next push looks at
 	pulls      flights
 	started    time.Time
 	changing   atomic.Bool // within HandoffWindow of a ring change: marks count, owned keys without state are pulled

@@ -129,6 +129,7 @@ func (n *Node) install(key string, v []byte, from string) {
 	}
 	if n.local.Import(key, st) {
 		n.stats.received.Add(1)
+		n.strayIfNotMine(n.members.Ring(), key)
 	}
 	n.holders.drop(s, key)
 	if n.changing.Load() || n.holders.leaving.Load() != nil {
@@ -297,6 +298,7 @@ func (n *Node) load(ctx context.Context, key string) {
 			// (A member that took the key meanwhile holds it: a state
 			// here beside its mark would be a second holder.)
 			n.local.Import(key, rs)
+			n.strayIfNotMine(n.members.Ring(), key)
 		}
 		s.unlock()
 	}

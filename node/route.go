@@ -45,19 +45,22 @@ func (n *Node) AllowN(ctx context.Context, key string, rule ringlimit.Rule, hits
 	// The rule and hits are checked once, where the call is decided: by
 	// the local store on the owned path (it keeps the last rule it checked
 	// per shard), by ValidateCall before the call leaves this node.
-	now, h := n.now(), ring.Hash(key)
-	at := n.members.Ring().OwnerOfHash(h)
+	now, h, r := n.now(), ring.Hash(key), n.members.Ring()
+	at := r.OwnerOfHash(h)
 	if at == n.name && n.holders.leaving.Load() == nil {
 		// Here, and the key's state is here or no key changes hands (the
 		// common case): the local store decides, under its own lock alone
 		// (see holders.quiet).
 		var ok bool
 		if ok, err = n.local.AllowNIfAt(&d, now, key, h, rule, hits, n.quiet); ok || err != nil {
+			if n.members.Ring() != r {
+				n.strayIfNotMine(n.members.Ring(), key) // (see moves)
+			}
 			n.observe(ctx, start, &d, &err)
 			return
 		}
 	}
-	d, err = n.route(ctx, now, at, peer.Request{Op: peer.OpAllow, Key: key, Rule: rule, N: hits}, nil)
+	d, err = n.route(ctx, now, r, at, peer.Request{Op: peer.OpAllow, Key: key, Rule: rule, N: hits}, nil)
 	n.observe(ctx, start, &d, &err)
 	return
 }
@@ -70,7 +73,7 @@ func (n *Node) AllowN(ctx context.Context, key string, rule ringlimit.Rule, hits
 // The ring is read again only if the member it named left while the call
 // was on its way. For OpAllowAll the decisions go to *all (and the first is
 // returned).
-func (n *Node) route(ctx context.Context, now time.Time, at string, req peer.Request, all *[]ringlimit.Decision) (ringlimit.Decision, error) {
+func (n *Node) route(ctx context.Context, now time.Time, r *ring.Ring, at string, req peer.Request, all *[]ringlimit.Decision) (ringlimit.Decision, error) {
 	checked := req.Op != peer.OpAllow // the input of a call that leaves this node is checked first
 	for range maxRedirects + 1 {
 		var (
@@ -80,6 +83,9 @@ func (n *Node) route(ctx context.Context, now time.Time, at string, req peer.Req
 		)
 		if at == n.name || at == "" {
 			d, next, err = n.decideHereAll(ctx, &req, now, all)
+			if next == "" && err == nil {
+				n.strayIfMoved(r, req.Key) // (see moves)
+			}
 		} else {
 			if err := validateOnce(&req, &checked); err != nil {
 				return ringlimit.Decision{}, err
@@ -95,7 +101,8 @@ func (n *Node) route(ctx context.Context, now time.Time, at string, req peer.Req
 			}
 			return n.fromStore(ctx, &req, all)
 		case reroute:
-			at, req.From = n.members.Ring().Owner(req.Key), ""
+			r = n.members.Ring()
+			at, req.From = r.Owner(req.Key), ""
 		default: // moved: the member that answered (or this node) gave the key to next
 			n.stats.redirects.Add(1)
 			if at == "" {
@@ -271,7 +278,8 @@ func (n *Node) Reset(ctx context.Context, key string) error {
 	if err := ringlimit.ValidateKey(key); err != nil {
 		return err
 	}
-	_, err := n.route(ctx, n.now(), n.members.Ring().Owner(key), peer.Request{Op: peer.OpReset, Key: key}, nil)
+	r := n.members.Ring()
+	_, err := n.route(ctx, n.now(), r, r.Owner(key), peer.Request{Op: peer.OpReset, Key: key}, nil)
 	return err
 }
 
@@ -297,6 +305,10 @@ func (h ownerHandler) Serve(ctx context.Context, r *peer.Request) peer.Result {
 	d, next, err := n.decideHereAll(ctx, r, n.now(), &ds)
 	switch next {
 	case "":
+		if err == nil {
+			// The caller's ring may not be this node's (see moves).
+			n.strayIfNotMine(n.members.Ring(), r.Key)
+		}
 		return peer.Result{Decision: d, Decisions: ds, Err: err}
 	case toStore:
 		return peer.Result{Err: ringlimit.ErrClosed} // nobody to send it to: the caller falls back to the store
