@@ -31,7 +31,8 @@ import (
 //
 //	wait N        → "ok" once it sees N members and no hand-off under way
 //	run D PROF    → (the caller) D forwarded decisions from 32 goroutines,
-//	                answered "cpu-ns wall-ns decisions failures not-peer vcsw";
+//	                answered "cpu-ns wall-ns decisions failures not-peer
+//	                voluntary-switches read-syscalls write-syscalls";
 //	                PROF, if not "-", is a file for a CPU profile of them
 //
 // A node process exits when its stdin closes (the test ended, or died), when
@@ -98,7 +99,7 @@ func TestHelperNode(t *testing.T) {
 			if err != nil {
 				reply("err %v", err)
 			} else {
-				reply("%d %d %d %d %d %d", r.cpu, r.wall, r.decisions, r.failures, r.notPeer, r.vcsw)
+				reply("%d %d %d %d %d %d %d %d", r.cpu, r.wall, r.decisions, r.failures, r.notPeer, r.vcsw, r.reads, r.writes)
 			}
 		default:
 			reply("err unknown command %q", in.Text())
@@ -122,6 +123,21 @@ func settle(n *node.Node, want int) error {
 type forwardResult struct {
 	cpu, wall                          int64 // ns
 	decisions, failures, notPeer, vcsw int64
+	reads, writes                      int64 // system calls
+}
+
+// syscalls returns this process's read and write system calls so far
+// (/proc/self/io; zeros where there is none).
+func syscalls() (reads, writes int64) {
+	b, _ := os.ReadFile("/proc/self/io")
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "syscr: "); ok {
+			reads, _ = strconv.ParseInt(v, 10, 64)
+		} else if v, ok := strings.CutPrefix(l, "syscw: "); ok {
+			writes, _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return reads, writes
 }
 
 func rusage() syscall.Rusage {
@@ -174,12 +190,15 @@ func forward(n *node.Node, d int, prof string) (forwardResult, error) {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	r0, w0 := syscalls()
 	ru0, t0 := rusage(), time.Now()
 	run(d)
 	wall, ru1 := time.Since(t0), rusage()
+	r1, w1 := syscalls()
 	cpu := ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano()
 	return forwardResult{cpu: cpu, wall: wall.Nanoseconds(), decisions: int64(d),
-		failures: failures.Load(), notPeer: notPeer.Load(), vcsw: ru1.Nvcsw - ru0.Nvcsw}, nil
+		failures: failures.Load(), notPeer: notPeer.Load(), vcsw: ru1.Nvcsw - ru0.Nvcsw,
+		reads: r1 - r0, writes: w1 - w0}, nil
 }
 
 // nodeProc is one node process, seen from the test.
@@ -304,7 +323,7 @@ func (c *procCluster) measure(t testing.TB, d int, prof string) forwardResult {
 		t.Fatalf("%d nodes: %v", c.n, err)
 	}
 	var r forwardResult
-	if _, err := fmt.Sscan(line, &r.cpu, &r.wall, &r.decisions, &r.failures, &r.notPeer, &r.vcsw); err != nil {
+	if _, err := fmt.Sscan(line, &r.cpu, &r.wall, &r.decisions, &r.failures, &r.notPeer, &r.vcsw, &r.reads, &r.writes); err != nil {
 		t.Fatalf("%d nodes: answer %q: %v", c.n, line, err)
 	}
 	if r.failures > 0 || r.notPeer > 0 {
@@ -358,6 +377,8 @@ func TestForwardCost(t *testing.T) {
 	cpu := make([][]float64, len(sizes))
 	wall := make([][]float64, len(sizes))
 	vcsw := make([][]float64, len(sizes))
+	reads := make([][]float64, len(sizes))
+	writes := make([][]float64, len(sizes))
 	for range reps { // interleaved: every size once per repetition
 		for i, c := range clusters {
 			r := c.measure(t, decisions, "-")
@@ -365,14 +386,16 @@ func TestForwardCost(t *testing.T) {
 			cpu[i] = append(cpu[i], float64(r.cpu)/d/1e3)
 			wall[i] = append(wall[i], float64(r.wall)/d/1e3)
 			vcsw[i] = append(vcsw[i], float64(r.vcsw)/d)
+			reads[i] = append(reads[i], float64(r.reads)/d)
+			writes[i] = append(writes[i], float64(r.writes)/d)
 		}
 	}
 	var report strings.Builder
-	fmt.Fprintf(&report, "| nodes | CPU µs/decision | ÷ %d nodes | wall µs/decision | voluntary switches/decision |\n|---|---|---|---|---|\n", sizes[0])
+	fmt.Fprintf(&report, "| nodes | CPU µs/decision | ÷ %d nodes | wall µs/decision | switches/decision | reads/decision | writes/decision |\n|---|---|---|---|---|---|---|\n", sizes[0])
 	base := median(cpu[0])
 	for i, n := range sizes {
 		c := median(cpu[i])
-		fmt.Fprintf(&report, "| %d | %.2f | %.2f× | %.2f | %.3f |\n", n, c, c/base, median(wall[i]), median(vcsw[i]))
+		fmt.Fprintf(&report, "| %d | %.2f | %.2f× | %.2f | %.3f | %.3f | %.3f |\n", n, c, c/base, median(wall[i]), median(vcsw[i]), median(reads[i]), median(writes[i]))
 		t.Logf("%d nodes: cpu µs %.2f  wall µs %.2f", n, cpu[i], wall[i])
 		if n == 16 && sizes[0] == 2 && c > 1.3*base {
 			t.Errorf("16 nodes: %.2f µs of CPU per forwarded decision, %.2f× 2 nodes' %.2f (want ≤ 1.3×)", c, c/base, base)
