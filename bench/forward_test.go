@@ -68,7 +68,7 @@ func TestHelperNode(t *testing.T) {
 		RPCAddr:        "127.0.0.1:0",
 		Join:           join,
 		SecretKey:      forwardSecret,
-		Gossip:         node.GossipFast,
+		Gossip:         node.GossipLAN, // as deployed: GossipFast probes so often that 16 idle nodes take most of a core
 		ForwardTimeout: time.Second,
 		HandoffWindow:  50 * time.Millisecond,
 	})
@@ -236,11 +236,11 @@ func (p *nodeProc) ask(timeout time.Duration, format string, a ...any) (string, 
 	}
 }
 
-// startNode starts a node process named name that joins join, and stops it
-// when the test ends.
-func startNode(t testing.TB, name string, join []string) *nodeProc {
+// startNode starts a node process named name that joins join, from the
+// test binary bin, and stops it when the test ends.
+func startNode(t testing.TB, bin, name string, join []string) *nodeProc {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperNode$", "-test.count=1")
+	cmd := exec.Command(bin, "-test.run=^TestHelperNode$", "-test.count=1")
 	cmd.Env = append(os.Environ(), helperEnv+"="+name, joinEnv+"="+strings.Join(join, ","))
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -292,18 +292,20 @@ func startNode(t testing.TB, name string, join []string) *nodeProc {
 
 // procCluster is n node processes; the first is the caller.
 type procCluster struct {
+	bin   string
 	n     int
 	nodes []*nodeProc
 }
 
-// startCluster starts n node processes named c<n>-1…, each joining those
-// before it, and waits until each sees all n and is past the hand-offs.
-func startCluster(t testing.TB, n int) *procCluster {
+// startCluster starts n node processes of the test binary bin, named
+// c<n>-1…, each joining those before it, and waits until each sees all n
+// and is past the hand-offs.
+func startCluster(t testing.TB, bin string, n int) *procCluster {
 	t.Helper()
-	c := &procCluster{n: n}
+	c := &procCluster{bin: bin, n: n}
 	var join []string
 	for i := range n {
-		p := startNode(t, fmt.Sprintf("c%d-%d", n, i+1), join)
+		p := startNode(t, bin, fmt.Sprintf("c%d-%d", n, i+1), join)
 		c.nodes = append(c.nodes, p)
 		join = append(join, p.gossip)
 	}
@@ -320,7 +322,7 @@ func (c *procCluster) measure(t testing.TB, d int, prof string) forwardResult {
 	t.Helper()
 	line, err := c.nodes[0].ask(5*time.Minute, "run %d %s", d, prof)
 	if err != nil {
-		t.Fatalf("%d nodes: %v", c.n, err)
+		t.Fatalf("%s, %d nodes: %v", c.bin, c.n, err)
 	}
 	var r forwardResult
 	if _, err := fmt.Sscan(line, &r.cpu, &r.wall, &r.decisions, &r.failures, &r.notPeer, &r.vcsw, &r.reads, &r.writes); err != nil {
@@ -339,7 +341,7 @@ func TestForwardProcesses(t *testing.T) {
 	if os.Getenv(helperEnv) != "" {
 		t.Skip("in a node process")
 	}
-	c := startCluster(t, 2)
+	c := startCluster(t, os.Args[0], 2)
 	r := c.measure(t, 2000, "-")
 	if r.cpu <= 0 || r.wall <= 0 {
 		t.Errorf("measured %+v", r)
@@ -350,6 +352,10 @@ func TestForwardProcesses(t *testing.T) {
 // calling node, every node in its own process, 32 callers, at 2, 4, 8 and 16
 // nodes; the clusters all run at once and the sizes are measured in turn in
 // each repetition. It fails if 16 nodes cost more than 1.3× 2 nodes.
+//
+// RINGLIMIT_VS names another build of this test binary (go test -c of
+// another commit): its clusters run beside these and every size of both is
+// measured in each repetition, for a before-and-after side by side.
 func TestForwardCost(t *testing.T) {
 	if os.Getenv("RINGLIMIT_FORWARD") == "" {
 		t.Skip("set RINGLIMIT_FORWARD=1 to run the forwarding study (about 2 minutes)")
@@ -370,39 +376,50 @@ func TestForwardCost(t *testing.T) {
 	if s := os.Getenv("RINGLIMIT_DECISIONS"); s != "" {
 		fmt.Sscan(s, &decisions)
 	}
-	clusters := make([]*procCluster, len(sizes))
-	for i, n := range sizes {
-		clusters[i] = startCluster(t, n)
+	builds := []string{os.Args[0]}
+	names := []string{"this build"}
+	if vs := os.Getenv("RINGLIMIT_VS"); vs != "" {
+		builds = append([]string{vs}, builds...)
+		names = append([]string{vs}, names...)
 	}
-	cpu := make([][]float64, len(sizes))
-	wall := make([][]float64, len(sizes))
-	vcsw := make([][]float64, len(sizes))
-	reads := make([][]float64, len(sizes))
-	writes := make([][]float64, len(sizes))
-	for range reps { // interleaved: every size once per repetition
-		for i, c := range clusters {
-			r := c.measure(t, decisions, "-")
-			d := float64(r.decisions)
-			cpu[i] = append(cpu[i], float64(r.cpu)/d/1e3)
-			wall[i] = append(wall[i], float64(r.wall)/d/1e3)
-			vcsw[i] = append(vcsw[i], float64(r.vcsw)/d)
-			reads[i] = append(reads[i], float64(r.reads)/d)
-			writes[i] = append(writes[i], float64(r.writes)/d)
+	type series struct{ cpu, wall, vcsw, reads, writes []float64 }
+	clusters := make([][]*procCluster, len(builds))
+	got := make([][]series, len(builds))
+	for b, bin := range builds {
+		for _, n := range sizes {
+			clusters[b] = append(clusters[b], startCluster(t, bin, n))
+		}
+		got[b] = make([]series, len(sizes))
+	}
+	for range reps { // interleaved: every size of every build once per repetition
+		for i := range sizes {
+			for b := range builds {
+				r := clusters[b][i].measure(t, decisions, "-")
+				d, s := float64(r.decisions), &got[b][i]
+				s.cpu = append(s.cpu, float64(r.cpu)/d/1e3)
+				s.wall = append(s.wall, float64(r.wall)/d/1e3)
+				s.vcsw = append(s.vcsw, float64(r.vcsw)/d)
+				s.reads = append(s.reads, float64(r.reads)/d)
+				s.writes = append(s.writes, float64(r.writes)/d)
+			}
 		}
 	}
 	var report strings.Builder
-	fmt.Fprintf(&report, "| nodes | CPU µs/decision | ÷ %d nodes | wall µs/decision | switches/decision | reads/decision | writes/decision |\n|---|---|---|---|---|---|---|\n", sizes[0])
-	base := median(cpu[0])
-	for i, n := range sizes {
-		c := median(cpu[i])
-		fmt.Fprintf(&report, "| %d | %.2f | %.2f× | %.2f | %.3f | %.3f | %.3f |\n", n, c, c/base, median(wall[i]), median(vcsw[i]), median(reads[i]), median(writes[i]))
-		t.Logf("%d nodes: cpu µs %.2f  wall µs %.2f", n, cpu[i], wall[i])
-		if n == 16 && sizes[0] == 2 && c > 1.3*base {
-			t.Errorf("16 nodes: %.2f µs of CPU per forwarded decision, %.2f× 2 nodes' %.2f (want ≤ 1.3×)", c, c/base, base)
+	for b := range builds {
+		fmt.Fprintf(&report, "%s:\n| nodes | CPU µs/decision | ÷ %d nodes | wall µs/decision | switches/decision | reads/decision | writes/decision |\n|---|---|---|---|---|---|---|\n", names[b], sizes[0])
+		base := median(got[b][0].cpu)
+		for i, n := range sizes {
+			s := &got[b][i]
+			c := median(s.cpu)
+			fmt.Fprintf(&report, "| %d | %.2f | %.2f× | %.2f | %.3f | %.3f | %.3f |\n", n, c, c/base, median(s.wall), median(s.vcsw), median(s.reads), median(s.writes))
+			t.Logf("%s, %d nodes: cpu µs %.2f  wall µs %.2f", names[b], n, s.cpu, s.wall)
+			if b == len(builds)-1 && n == 16 && sizes[0] == 2 && c > 1.3*base {
+				t.Errorf("16 nodes: %.2f µs of CPU per forwarded decision, %.2f× 2 nodes' %.2f (want ≤ 1.3×)", c, c/base, base)
+			}
 		}
 	}
 	if dir := os.Getenv("RINGLIMIT_PROFILE"); dir != "" {
-		for i, c := range clusters { // after the measurements: a profile costs CPU
+		for i, c := range clusters[len(builds)-1] { // after the measurements: a profile costs CPU
 			c.measure(t, decisions, fmt.Sprintf("%s/forward-%d.pprof", dir, sizes[i]))
 		}
 	}

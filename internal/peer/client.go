@@ -123,9 +123,9 @@ type conn struct {
 }
 
 // defaultHold bounds how long a call waits, unwritten, for the answers of
-// an earlier write on its connection. A call made while answers are due on
-// its connection (an earlier write is unanswered, and began less than the
-// hold ago) is not written at once: the caller of the last answer the
+// earlier writes on its connection. A call made while answers are due on
+// its connection (holdMin calls or more are unanswered, and the last write
+// began less than the hold ago) is not written at once: the caller of the last answer the
 // reader finds arrived writes it with every other call held meanwhile (not
 // the reader, which must keep reading whatever a write waits for), or a
 // timer does after the hold. With many callers a connection's calls then
@@ -337,12 +337,12 @@ func (cn *conn) write(c *Client, r *Request, id uint64, now time.Time) {
 	cn.flushLocked(c)
 }
 
-// holdFor reports whether the calls queued wait for answers due (more
-// calls are waiting than queued: an earlier write is unanswered, or a call
-// is about to queue and will decide for itself), and if so arms the timer
-// that writes them if the answers are late. Called with wr.mu held.
+// holdFor reports whether the calls queued wait for answers due (at least
+// holdMin more calls are waiting than queued: earlier writes are
+// unanswered), and if so arms the timer that writes them if the answers
+// are late. Called with wr.mu held.
 func (cn *conn) holdFor() bool {
-	if int(cn.waiting.Load()) <= cn.wr.frames {
+	if int(cn.waiting.Load())-cn.wr.frames < holdMin {
 		return false
 	}
 	if !cn.holding.Load() {
@@ -351,6 +351,15 @@ func (cn *conn) holdFor() bool {
 	}
 	return true
 }
+
+// holdMin is the calls a connection must have in flight for a new one to
+// be held for their answers. With fewer, few calls join the held ones
+// before the answers come (most are the callers of those answers, which
+// call again only after them), and the wait costs more than the writes it
+// saves: with 32 callers spread over 15 peers, holding for one or two
+// calls cost the caller more CPU per decision than it saved (bench's
+// TestForwardCost).
+const holdMin = 4
 
 // flushHeld writes the calls held, if any: a caller calls it when it got
 // its answer, the timer when the answers are late.

@@ -31,8 +31,27 @@ func (c *countedConn) Write(b []byte) (int, error) {
 	return c.Conn.Write(b)
 }
 
-// Calls made while an earlier write's answer is due are held, and go out
-// together in one write when it comes.
+// slowCalls makes n calls on "slow" in the background (the server holds
+// them until released), one at a time: each is held by the server before
+// the next is made, so each goes out in a write of its own. The channel
+// gets their errors.
+func slowCalls(t *testing.T, c *Client, h *keyedBlocker, n int) chan error {
+	t.Helper()
+	errs := make(chan error, n)
+	for range n {
+		before := h.held.Load()
+		go func() {
+			_, err := c.Do(context.Background(), &Request{Op: OpAllow, Key: "slow", Rule: rule, N: 1})
+			errs <- err
+		}()
+		waitFor(t, func() bool { return h.held.Load() == before+1 })
+	}
+	return errs
+}
+
+// Calls made while holdMin earlier calls' answers are due are held, and go
+// out together in one write when the answers come; with fewer due, a call
+// goes out at once.
 func TestHeldCallsGoOutInOneWrite(t *testing.T) {
 	h := &keyedBlocker{release: make(chan struct{})}
 	s := Serve(listen(t), ServerConfig{Secret: secret, Handler: h})
@@ -45,13 +64,17 @@ func TestHeldCallsGoOutInOneWrite(t *testing.T) {
 	if _, err := c.Do(context.Background(), &Request{Op: OpAllow, Key: "warm", Rule: rule, N: 1}); err != nil {
 		t.Fatal(err)
 	}
+	// Below holdMin calls in flight, nothing is held.
 	w0 := wc.writes.Load()
-	slow := make(chan error, 1)
-	go func() {
-		_, err := c.Do(context.Background(), &Request{Op: OpAllow, Key: "slow", Rule: rule, N: 1})
-		slow <- err
-	}()
-	waitFor(t, func() bool { return h.held.Load() == 1 })
+	slow := slowCalls(t, c, h, holdMin-1)
+	if _, err := c.Do(context.Background(), &Request{Op: OpAllow, Key: "fast", Rule: rule, N: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if c.held.Load() != 0 || wc.writes.Load()-w0 != holdMin {
+		t.Fatalf("%d calls held, %d writes with %d in flight", c.held.Load(), wc.writes.Load()-w0, holdMin-1)
+	}
+	w0 = wc.writes.Load()
+	slow2 := slowCalls(t, c, h, 1)
 	const n = 8
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -68,10 +91,15 @@ func TestHeldCallsGoOutInOneWrite(t *testing.T) {
 	}
 	waitFor(t, func() bool { return c.held.Load() == n })
 	if got := wc.writes.Load() - w0; got != 1 {
-		t.Fatalf("%d writes while %d calls wait for the slow answer, want 1 (the slow call's)", got, n)
+		t.Fatalf("%d writes while %d calls wait for the slow answers, want 1 (the last slow call's)", got, n)
 	}
 	close(h.release)
-	if err := <-slow; err != nil {
+	for range holdMin - 1 {
+		if err := <-slow; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-slow2; err != nil {
 		t.Fatal(err)
 	}
 	wg.Wait()
@@ -83,6 +111,9 @@ func TestHeldCallsGoOutInOneWrite(t *testing.T) {
 	}
 	if got := wc.writes.Load() - w0; got != 2 {
 		t.Fatalf("%d writes for a slow call and %d held behind it, want 2", got, n)
+	}
+	if h.served.Load() != holdMin+1+n+1 {
+		t.Fatalf("served %d", h.served.Load())
 	}
 }
 
@@ -99,12 +130,7 @@ func TestHoldIsBounded(t *testing.T) {
 	if _, err := c.Do(context.Background(), &Request{Op: OpAllow, Key: "warm", Rule: rule, N: 1}); err != nil {
 		t.Fatal(err)
 	}
-	slow := make(chan error, 1)
-	go func() {
-		_, err := c.Do(context.Background(), &Request{Op: OpAllow, Key: "slow", Rule: rule, N: 1})
-		slow <- err
-	}()
-	waitFor(t, func() bool { return h.held.Load() == 1 })
+	slow := slowCalls(t, c, h, holdMin)
 	// Calls within the hold of the slow write are held; once past it,
 	// written at once. Each is answered while the slow one is not.
 	start := time.Now()
@@ -116,11 +142,13 @@ func TestHoldIsBounded(t *testing.T) {
 	if c.held.Load() == 0 {
 		t.Fatal("no call was held: the test did not reach the bound")
 	}
-	if h.held.Load() != 1 {
-		t.Fatal("the slow request finished early")
+	if h.held.Load() != holdMin {
+		t.Fatal("a slow request finished early")
 	}
 	close(h.release)
-	if err := <-slow; err != nil {
-		t.Fatal(err)
+	for range holdMin {
+		if err := <-slow; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
