@@ -30,7 +30,7 @@ import (
 // on stdout each:
 //
 //	wait N        → "ok" once it sees N members and no hand-off under way
-//	run D PROF    → (the caller) D forwarded decisions from 32 goroutines,
+//	run D G PROF  → (the caller) D forwarded decisions from G goroutines,
 //	                answered "cpu-ns wall-ns decisions failures not-peer
 //	                voluntary-switches read-syscalls write-syscalls";
 //	                PROF, if not "-", is a file for a CPU profile of them
@@ -42,7 +42,6 @@ const (
 	helperEnv   = "RINGLIMIT_BENCH_NODE" // the node's name: this process is a node
 	joinEnv     = "RINGLIMIT_BENCH_JOIN" // gossip addresses to join, comma separated
 	helperLife  = 30 * time.Minute
-	callers     = 32
 	readyPrefix = "ringlimit-node-ready "
 )
 
@@ -93,9 +92,10 @@ func TestHelperNode(t *testing.T) {
 			} else {
 				reply("ok")
 			}
-		case len(f) == 3 && f[0] == "run":
+		case len(f) == 4 && f[0] == "run":
 			d, _ := strconv.Atoi(f[1])
-			r, err := forward(n, d, f[2])
+			g, _ := strconv.Atoi(f[2])
+			r, err := forward(n, d, g, f[3])
 			if err != nil {
 				reply("err %v", err)
 			} else {
@@ -146,10 +146,10 @@ func rusage() syscall.Rusage {
 	return ru
 }
 
-// forward makes d decisions from 32 goroutines on keys that peers own (a
-// spread of 4096 keys over them), after a warm-up, and measures this
+// forward makes d decisions from callers goroutines on keys that peers own
+// (a spread of 4096 keys over them), after a warm-up, and measures this
 // process's CPU time over them.
-func forward(n *node.Node, d int, prof string) (forwardResult, error) {
+func forward(n *node.Node, d, callers int, prof string) (forwardResult, error) {
 	var keys []string
 	for i := 0; len(keys) < 4096; i++ {
 		if k := "k" + strconv.Itoa(i); n.Owner(k) != n.Name() {
@@ -164,7 +164,7 @@ func forward(n *node.Node, d int, prof string) (forwardResult, error) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				for i := g * 128; next.Add(1) <= int64(total); i++ {
+				for i := g * 127; next.Add(1) <= int64(total); i++ {
 					dec, err := n.Allow(context.Background(), keys[i%len(keys)], forwardRule)
 					if err != nil {
 						failures.Add(1)
@@ -317,10 +317,10 @@ func startCluster(t testing.TB, bin string, n int) *procCluster {
 	return c
 }
 
-// measure runs d forwarded decisions on the caller.
-func (c *procCluster) measure(t testing.TB, d int, prof string) forwardResult {
+// measure runs d forwarded decisions from g goroutines on the caller.
+func (c *procCluster) measure(t testing.TB, d, g int, prof string) forwardResult {
 	t.Helper()
-	line, err := c.nodes[0].ask(5*time.Minute, "run %d %s", d, prof)
+	line, err := c.nodes[0].ask(5*time.Minute, "run %d %d %s", d, g, prof)
 	if err != nil {
 		t.Fatalf("%s, %d nodes: %v", c.bin, c.n, err)
 	}
@@ -342,7 +342,7 @@ func TestForwardProcesses(t *testing.T) {
 		t.Skip("in a node process")
 	}
 	c := startCluster(t, os.Args[0], 2)
-	r := c.measure(t, 2000, "-")
+	r := c.measure(t, 2000, 32, "-")
 	if r.cpu <= 0 || r.wall <= 0 {
 		t.Errorf("measured %+v", r)
 	}
@@ -352,6 +352,10 @@ func TestForwardProcesses(t *testing.T) {
 // calling node, every node in its own process, 32 callers, at 2, 4, 8 and 16
 // nodes; the clusters all run at once and the sizes are measured in turn in
 // each repetition. It fails if 16 nodes cost more than 1.3× 2 nodes.
+//
+// RINGLIMIT_PER_PEER=k makes the callers k per peer (k × (nodes − 1))
+// instead of 32 at every size: each connection then has as many calls to
+// batch at every size.
 //
 // RINGLIMIT_VS names another build of this test binary (go test -c of
 // another commit): its clusters run beside these and every size of both is
@@ -376,6 +380,16 @@ func TestForwardCost(t *testing.T) {
 	if s := os.Getenv("RINGLIMIT_DECISIONS"); s != "" {
 		fmt.Sscan(s, &decisions)
 	}
+	perPeer := 0
+	if s := os.Getenv("RINGLIMIT_PER_PEER"); s != "" {
+		fmt.Sscan(s, &perPeer)
+	}
+	callers := func(n int) int {
+		if perPeer > 0 {
+			return perPeer * (n - 1)
+		}
+		return 32
+	}
 	builds := []string{os.Args[0]}
 	names := []string{"this build"}
 	if vs := os.Getenv("RINGLIMIT_VS"); vs != "" {
@@ -394,7 +408,7 @@ func TestForwardCost(t *testing.T) {
 	for range reps { // interleaved: every size of every build once per repetition
 		for i := range sizes {
 			for b := range builds {
-				r := clusters[b][i].measure(t, decisions, "-")
+				r := clusters[b][i].measure(t, decisions, callers(sizes[i]), "-")
 				d, s := float64(r.decisions), &got[b][i]
 				s.cpu = append(s.cpu, float64(r.cpu)/d/1e3)
 				s.wall = append(s.wall, float64(r.wall)/d/1e3)
@@ -413,15 +427,19 @@ func TestForwardCost(t *testing.T) {
 			c := median(s.cpu)
 			fmt.Fprintf(&report, "| %d | %.2f | %.2f× | %.2f | %.3f | %.3f | %.3f |\n", n, c, c/base, median(s.wall), median(s.vcsw), median(s.reads), median(s.writes))
 			t.Logf("%s, %d nodes: cpu µs %.2f  wall µs %.2f", names[b], n, s.cpu, s.wall)
-			if b == len(builds)-1 && n == 16 && sizes[0] == 2 && c > 1.3*base {
+			if b == len(builds)-1 && perPeer == 0 && n == 16 && sizes[0] == 2 && c > 1.3*base {
 				t.Errorf("16 nodes: %.2f µs of CPU per forwarded decision, %.2f× 2 nodes' %.2f (want ≤ 1.3×)", c, c/base, base)
 			}
 		}
 	}
 	if dir := os.Getenv("RINGLIMIT_PROFILE"); dir != "" {
 		for i, c := range clusters[len(builds)-1] { // after the measurements: a profile costs CPU
-			c.measure(t, decisions, fmt.Sprintf("%s/forward-%d.pprof", dir, sizes[i]))
+			c.measure(t, decisions, callers(sizes[i]), fmt.Sprintf("%s/forward-%d.pprof", dir, sizes[i]))
 		}
 	}
-	t.Logf("\n%s(%d callers on the first node, %d decisions, median of %d interleaved repetitions)", report.String(), callers, decisions, reps)
+	who := "32 callers"
+	if perPeer > 0 {
+		who = fmt.Sprintf("%d callers per peer", perPeer)
+	}
+	t.Logf("\n%s(%s on the first node, %d decisions, median of %d interleaved repetitions)", report.String(), who, decisions, reps)
 }
