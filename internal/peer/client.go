@@ -35,10 +35,13 @@ type ClientConfig struct {
 
 // Client is a connection to one peer that carries many calls at once. Calls
 // write their frames themselves, and whoever finds no write in progress
-// writes everything queued so far (batching by opportunity: no timer, no
-// writer goroutine hand-off at low load). One goroutine per connection reads
-// the answers and hands each to its caller. A broken connection fails the
-// calls in flight and is dialled again by the next call.
+// writes everything queued so far (batching by opportunity: no writer
+// goroutine hand-off at low load). A call made while an earlier write's
+// answers are due is held for them instead (see defaultHold), and goes out
+// with every call held meanwhile in one write. One goroutine per
+// connection reads the answers and hands each to its caller.
+// A broken connection fails the calls in flight and is dialled again by the
+// next call.
 //
 // Client is safe for simultaneous use by multiple goroutines.
 type Client struct {
@@ -52,6 +55,8 @@ type Client struct {
 	calls  sync.Pool
 
 	rejected atomic.Uint64
+	hold     time.Duration // defaultHold; tests change it before the first call
+	held     atomic.Uint64 // calls held for earlier answers (tests)
 }
 
 // ClientStats are a Client's counters.
@@ -77,7 +82,7 @@ func NewClient(cfg ClientConfig) *Client {
 		var d net.Dialer
 		cfg.Dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
 	}
-	c := &Client{cfg: cfg}
+	c := &Client{cfg: cfg, hold: defaultHold}
 	c.calls.New = func() any { return &call{ch: make(chan Result, 1), timer: stoppedTimer()} }
 	return c
 }
@@ -91,6 +96,7 @@ func stoppedTimer() *time.Timer {
 type call struct {
 	ch    chan Result
 	timer *time.Timer
+	flush bool // set with the last answer of a read: write the calls held
 }
 
 type conn struct {
@@ -105,7 +111,30 @@ type conn struct {
 	err     error // set once the connection broke
 	idle    *time.Timer
 	quiet   int // idle checks in a row that found no call
+
+	// waiting is the calls registered and not yet answered, failed or
+	// abandoned: those written, and those about to be.
+	waiting atomic.Int32
+	// holding is set (under wr.mu) while calls are held; heldT then writes
+	// them if the answers they wait for are late.
+	holding atomic.Bool
+	heldT   *time.Timer
+	hold    time.Duration
 }
+
+// defaultHold bounds how long a call waits, unwritten, for the answers of
+// earlier writes on its connection. A call made while answers are due on
+// its connection (holdMin calls or more are unanswered, and the last write
+// began less than the hold ago) is not written at once: the caller of the last answer the
+// reader finds arrived writes it with every other call held meanwhile (not
+// the reader, which must keep reading whatever a write waits for), or a
+// timer does after the hold. With many callers a connection's calls then
+// go out one write per round trip instead of one write each, and on
+// loopback a write costs the caller its peer's receive path and wake-up
+// too (bench's TestForwardCost). A lone caller never waits: nothing of its
+// connection is unanswered when it calls. A slow answer (a hand-off pull
+// on the owner) delays the calls held behind it by at most the hold.
+const defaultHold = time.Millisecond
 
 // Do sends r and waits for its result, at most the Timeout (or the
 // context's end, if sooner).
@@ -141,11 +170,15 @@ func (c *Client) DoTimeout(ctx context.Context, r *Request, timeout time.Duratio
 		break
 	}
 	cl.timer.Reset(timeout - time.Since(start)) // one timeout for dial, write and answer
-	cn.write(c, r, id)
+	cn.write(c, r, id, start)
 	var err error
 	select {
 	case res := <-cl.ch:
 		cl.timer.Stop()
+		if cl.flush {
+			cl.flush = false
+			cn.flushHeld(c)
+		}
 		c.calls.Put(cl)
 		if res.Err != nil && errors.Is(res.Err, errBroken) {
 			return Result{}, res.Err
@@ -161,6 +194,10 @@ func (c *Client) DoTimeout(ctx context.Context, r *Request, timeout time.Duratio
 	// just before, drain it so the pooled call starts empty.
 	if !cn.unregister(id) {
 		<-cl.ch
+		if cl.flush {
+			cl.flush = false
+			cn.flushHeld(c)
+		}
 	}
 	c.calls.Put(cl)
 	return Result{}, err
@@ -206,6 +243,10 @@ func (c *Client) conn(ctx context.Context, deadline time.Time) (*conn, error) {
 	}
 	cn = &conn{nc: nc, pending: map[uint64]*call{}}
 	cn.wr.seal = tx
+	cn.hold = c.hold
+	cn.heldT = time.AfterFunc(time.Hour, func() { cn.flushHeld(c) })
+	cn.heldT.Stop()
+	cn.wr.hold = cn.holdFor
 	// No read deadlines while calls are in flight: a test's fault network
 	// may delay what it carries. Idleness is the idle timer's to notice; it
 	// wakes the reader with a deadline to drop its buffer.
@@ -236,6 +277,7 @@ func (cn *conn) register(cl *call) (uint64, error) {
 	}
 	cn.nextID++
 	cn.pending[cn.nextID] = cl
+	cn.waiting.Add(1)
 	return cn.nextID, nil
 }
 
@@ -274,16 +316,69 @@ func (cn *conn) unregister(id uint64) bool {
 		return false
 	}
 	delete(cn.pending, id)
+	cn.waiting.Add(-1)
 	return true
 }
 
-// write queues r's frame and, if no write is in progress, writes everything
-// queued.
-func (cn *conn) write(c *Client, r *Request, id uint64) {
+// write queues r's frame and, unless a write is in progress or answers are
+// due (see defaultHold), writes everything queued. now is about the time.
+func (cn *conn) write(c *Client, r *Request, id uint64, now time.Time) {
 	cn.wr.mu.Lock()
 	st := cn.wr.begin()
 	cn.wr.buf = appendRequest(cn.wr.buf, id, r)
 	cn.wr.end(st)
+	// More calls waiting than queued: an earlier write is unanswered (or
+	// a call is about to queue, and will decide for itself).
+	if !cn.wr.flushing && now.Sub(cn.wr.last) < c.hold && cn.holdFor() {
+		c.held.Add(1)
+		cn.wr.mu.Unlock()
+		return
+	}
+	cn.flushLocked(c)
+}
+
+// holdFor reports whether the calls queued wait for answers due (at least
+// holdMin more calls are waiting than queued: earlier writes are
+// unanswered), and if so arms the timer that writes them if the answers
+// are late. Called with wr.mu held.
+func (cn *conn) holdFor() bool {
+	if int(cn.waiting.Load())-cn.wr.frames < holdMin {
+		return false
+	}
+	if !cn.holding.Load() {
+		cn.holding.Store(true)
+		cn.heldT.Reset(cn.hold)
+	}
+	return true
+}
+
+// holdMin is the calls a connection must have in flight for a new one to
+// be held for their answers. With fewer, few calls join the held ones
+// before the answers come (most are the callers of those answers, which
+// call again only after them), and the wait costs more than the writes it
+// saves: with 32 callers spread over 15 peers, holding for one or two
+// calls cost the caller more CPU per decision than it saved (bench's
+// TestForwardCost).
+const holdMin = 4
+
+// flushHeld writes the calls held, if any: a caller calls it when it got
+// its answer, the timer when the answers are late.
+func (cn *conn) flushHeld(c *Client) {
+	cn.wr.mu.Lock()
+	if cn.wr.frames == 0 || cn.wr.flushing {
+		cn.wr.mu.Unlock()
+		return
+	}
+	cn.flushLocked(c)
+}
+
+// flushLocked writes what is queued, but for what arrives during the write
+// while answers are due; called with wr.mu held, it releases it.
+func (cn *conn) flushLocked(c *Client) {
+	if cn.holding.Load() {
+		cn.holding.Store(false)
+		cn.heldT.Stop()
+	}
 	if err := cn.wr.flush(cn.nc, c.cfg.Timeout); err != nil {
 		cn.nc.Close() // the reader sees it and fails the calls in flight
 	}
@@ -311,14 +406,25 @@ func (c *Client) read(cn *conn) {
 		}
 		cn.pmu.Lock()
 		cl := cn.pending[id]
-		delete(cn.pending, id)
-		cn.pmu.Unlock()
 		if cl != nil {
+			delete(cn.pending, id)
+			cn.waiting.Add(-1)
+		}
+		cn.pmu.Unlock()
+		last := !cn.rd.buffered() // the last answer that arrived
+		if cl != nil {
+			cl.flush = last // its caller writes the calls held for these answers
 			cl.ch <- res
+		} else if last && cn.holding.Load() {
+			cn.heldT.Reset(0) // nobody waits for this answer: the timer writes them
 		}
 	}
 	cn.nc.Close()
 	cn.idle.Stop()
+	cn.wr.mu.Lock()
+	cn.holding.Store(false)
+	cn.heldT.Stop()
+	cn.wr.mu.Unlock()
 	if errors.Is(err, ErrSealed) || errors.Is(err, ErrMalformed) {
 		c.rejected.Add(1)
 	}
@@ -334,6 +440,7 @@ func (c *Client) read(cn *conn) {
 	}
 	for id, cl := range cn.pending {
 		delete(cn.pending, id)
+		cn.waiting.Add(-1)
 		cl.ch <- Result{Err: broken}
 	}
 	cn.pmu.Unlock()

@@ -77,7 +77,13 @@ type writer struct {
 	buf      []byte
 	spare    []byte
 	flushing bool
-	seal     *sealer // nil: in clear
+	seal     *sealer   // nil: in clear
+	frames   int       // records in buf
+	last     time.Time // when the last write began
+	// hold, if not nil, is asked (with mu held) after each write that
+	// left more queued: true leaves the rest queued for later (a Client
+	// holds calls while answers are due).
+	hold func() bool
 }
 
 // begin starts a record: it reserves the length. Called with mu held.
@@ -90,6 +96,7 @@ func (w *writer) begin() int {
 // end finishes the record begun at s, whose frame was appended since:
 // it writes the length and seals the frame in place. Called with mu held.
 func (w *writer) end(s int) {
+	w.frames++
 	n := len(w.buf) - s - 4
 	if w.seal == nil {
 		binary.BigEndian.PutUint32(w.buf[s:], uint32(n))
@@ -113,18 +120,23 @@ func (w *writer) flush(nc net.Conn, timeout time.Duration) error {
 	var err error
 	for len(w.buf) > 0 && err == nil {
 		buf := w.buf
-		w.buf = w.spare[:0]
+		w.buf, w.frames = w.spare[:0], 0
+		now := time.Now()
+		w.last = now
 		w.mu.Unlock()
-		_ = nc.SetWriteDeadline(time.Now().Add(timeout))
+		_ = nc.SetWriteDeadline(now.Add(timeout))
 		_, err = nc.Write(buf)
 		w.mu.Lock()
 		w.spare = nil
 		if cap(buf) <= keepBuf {
 			w.spare = buf[:0]
 		}
+		if err == nil && len(w.buf) > 0 && w.hold != nil && w.hold() {
+			break
+		}
 	}
 	if err != nil {
-		w.buf = w.buf[:0]
+		w.buf, w.frames = w.buf[:0], 0
 	}
 	w.flushing = false
 	w.mu.Unlock()
