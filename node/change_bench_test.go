@@ -13,9 +13,8 @@ import (
 // BenchmarkRingChangeNoMove is the work a ring change costs a node that
 // holds 1M keys and loses none of them (another member leaves, or joins
 // without taking this node's arcs): ring.Moved, then RangeArcs over the arcs
-// lost (none). node's pushMoved still Ranges every key and asks the ring
-// for its owner (Range+Owner below): the arc-based push was reverted (see
-// the log) until the rolling restart passes with it.
+// lost (none), which is what node's push does (moves.go); beside it the
+// Range+Owner of every key that a change cost before.
 func BenchmarkRingChangeNoMove(b *testing.B) {
 	l := local.New(local.Config{Hash: ring.Hash})
 	rule := ringlimit.Rule{Limit: 10, Window: time.Hour}
