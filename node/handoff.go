@@ -327,7 +327,7 @@ func (n *Node) takeBack(to string, failed []given) {
 			// decision could start the key afresh (see holders.quiet).
 			n.local.Import(g.key, g.st)
 			n.holders.drop(s, g.key)
-			n.strayIfNotMine(n.members.Ring(), g.key) // the next push tries again
+			n.recordStray(n.members.Ring(), g.key) // the next push tries again
 		}
 		s.unlock()
 	}

@@ -83,9 +83,24 @@ func (n *Node) strayIfMoved(r *ring.Ring, key string) {
 	}
 }
 
-// strayIfNotMine records key as stray if another member owns it in r.
+// strayIfNotMine records key as stray if another member owns it in r, and
+// wakes the push loop: the ring may not change again for a long time.
 func (n *Node) strayIfNotMine(r *ring.Ring, key string) {
+	if n.recordStray(r, key) {
+		select {
+		case n.kickPush <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// recordStray records key as stray if another member owns it in r, and
+// reports whether it did. It does not wake the push loop: a push that
+// failed leaves its keys to the next change or the next stray.
+func (n *Node) recordStray(r *ring.Ring, key string) bool {
 	if o := r.Owner(key); o != n.name && o != "" {
 		n.moves.stray(key)
+		return true
 	}
+	return false
 }
