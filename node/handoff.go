@@ -84,6 +84,9 @@ func (n *Node) closeWindow() {
 	if n.changing.Load() && time.Now().After(n.windowEnd) && n.holders.leaving.Load() == nil {
 		n.changing.Store(false)
 		n.holders.clear()
+		if n.moves.pending() {
+			n.kick() // the strays of the window (see strayIfNotMine)
+		}
 	}
 	n.windowMu.Unlock()
 }

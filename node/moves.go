@@ -66,6 +66,13 @@ func (mv *moves) stray(key string) {
 	mv.strays[key] = struct{}{}
 }
 
+// pending reports whether strays wait for a push.
+func (mv *moves) pending() bool {
+	mv.mu.Lock()
+	defer mv.mu.Unlock()
+	return len(mv.strays) > 0
+}
+
 // take returns what was recorded, and forgets it.
 func (mv *moves) take() (arcs []local.Arc, strays map[string]struct{}, all bool) {
 	mv.mu.Lock()
@@ -83,14 +90,22 @@ func (n *Node) strayIfMoved(r *ring.Ring, key string) {
 	}
 }
 
-// strayIfNotMine records key as stray if another member owns it in r, and
-// wakes the push loop: the ring may not change again for a long time.
+// strayIfNotMine records key as stray if another member owns it in r.
+// Within the hand-off window the members' rings may differ, and a stray
+// waits for the window's end (a push to a member that is leaving, say,
+// would be refused and send the key's calls between the two meanwhile);
+// outside it, it wakes the push loop at once.
 func (n *Node) strayIfNotMine(r *ring.Ring, key string) {
-	if n.recordStray(r, key) {
-		select {
-		case n.kickPush <- struct{}{}:
-		default:
-		}
+	if n.recordStray(r, key) && !n.changing.Load() {
+		n.kick()
+	}
+}
+
+// kick wakes the push loop.
+func (n *Node) kick() {
+	select {
+	case n.kickPush <- struct{}{}:
+	default:
 	}
 }
 
