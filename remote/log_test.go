@@ -2,6 +2,7 @@ package remote_test
 
 import (
 	"context"
+	"encoding/binary"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -86,5 +87,72 @@ func TestSlidingLogLong(t *testing.T) {
 	}
 	if limit := 57 + 2*16*300 + 1024 + 16; maxLen > limit {
 		t.Errorf("value grew to %d bytes, over %d", maxLen, limit)
+	}
+}
+
+// Compaction (the pruned prefix dropped when it outweighs the live entries)
+// in both of its cases: the call's hits in a new ms, and in the newest
+// entry's ms (that entry's count grows in the rewritten value). The second
+// is out of reach of calls alone (the call that wrote the newest entry saw
+// the same prefix), so the test writes the log itself: 70 pruned entries,
+// then 30 live ones of 1 hit each, the newest now.
+func TestSlidingLogCompaction(t *testing.T) {
+	_, c := server(t)
+	ctx := context.Background()
+	le := binary.LittleEndian
+	rule := ringlimit.Rule{Algorithm: ringlimit.SlidingLog, Limit: 1000, Window: 100 * time.Millisecond}
+	for _, sameMs := range []bool{false, true} {
+		clk := testclock.New(time.Date(2026, 7, 8, 9, 10, 11, 0, time.UTC))
+		rem := remote.New(c, remote.Config{Clock: clk, Prefix: "compact:"})
+		now := clk.Now().UnixMilli()
+		v := []byte{byte(ringlimit.SlidingLog)}
+		for _, x := range []int64{100, 30, 57 + 70*16, 57 + 100*16, now - 29, now, 1} {
+			v = le.AppendUint64(v, uint64(x))
+		}
+		for i := range int64(100) {
+			stamp := now - 200 + i // pruned
+			if i >= 70 {
+				stamp = now - 99 + i // live: now-29 ... now
+			}
+			v = le.AppendUint64(le.AppendUint64(v, uint64(stamp)), 1)
+		}
+		if err := c.Do(ctx, c.B().Set().Key(rem.Key("k")).Value(string(v)).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+		if !sameMs {
+			clk.Advance(time.Millisecond)
+		}
+		sets := commandStats(t, c)["set"].calls
+		if d, err := rem.AllowN(ctx, "k", rule, 3); err != nil || !d.Allowed || d.Remaining != 1000-33 {
+			t.Fatalf("same ms %v: %+v %v; want 967 left", sameMs, d, err)
+		}
+		if commandStats(t, c)["set"].calls != sets+1 {
+			t.Fatalf("same ms %v: the call did not rewrite the value", sameMs)
+		}
+		raw, err := c.Do(ctx, c.B().Get().Key(rem.Key("k")).Build()).AsBytes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := remote.DecodeState(raw)
+		if err != nil {
+			t.Fatalf("same ms %v: %v", sameMs, err)
+		}
+		var held int64
+		for _, e := range st.Log {
+			held += e.Count
+		}
+		want := 31
+		if sameMs {
+			want = 30
+		}
+		if held != 33 || len(st.Log) != want || len(raw) != 57+16*want {
+			t.Fatalf("same ms %v: the rewritten value (%d bytes) holds %d hits in %d entries, want 33 in %d", sameMs, len(raw), held, len(st.Log), want)
+		}
+		// Once the 29 older live entries have left, the 4 hits of the last
+		// two ms (or of the last one) remain.
+		clk.Set(time.UnixMilli(now + 99))
+		if d, err := rem.Peek(ctx, "k", rule); err != nil || d.Remaining != 996 {
+			t.Fatalf("same ms %v: %+v %v; want 996 left", sameMs, d, err)
+		}
 	}
 }

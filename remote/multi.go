@@ -15,17 +15,22 @@ import (
 var _ ringlimit.MultiLimiter = (*Limiter)(nil)
 
 // MultiScript returns the full Lua source of AllowAll's script: the value
-// checks and the prelude, then every algorithm's body (the very files the single-rule
-// scripts run) each wrapped as a function of the prelude's variables, then
-// the loop that applies them all or nothing (scripts/multi.lua). So each
-// algorithm has one copy in Lua.
+// checks and the prelude, then every algorithm's body (the very files the
+// single-rule scripts run) as one branch of run(alg), a function of the
+// prelude's variables, then the code that applies them all or nothing
+// (scripts/multi.lua). So each algorithm has one copy in Lua, and a call
+// makes one closure for them all, not one per algorithm.
 func MultiScript() string {
 	var b strings.Builder
 	b.WriteString(source("value.lua", "prelude.lua"))
-	fmt.Fprintf(&b, "\nlocal algs, LOG = {}, %d\n", ringlimit.SlidingLog)
+	fmt.Fprintf(&b, "\nlocal LOG = %d\nlocal function run(alg)\n", ringlimit.SlidingLog)
 	for alg, f := range scriptFiles {
-		fmt.Fprintf(&b, "algs[%d] = function()\n%s\nend\n", alg, source(f))
+		if alg > 0 {
+			b.WriteString("else")
+		}
+		fmt.Fprintf(&b, "if alg == %d then\n%s\n", alg, source(f))
 	}
+	b.WriteString("end\nend\n")
 	b.WriteString(source("multi.lua"))
 	return b.String()
 }
@@ -54,7 +59,8 @@ func (l *Limiter) IndexKey(key string, i int) string {
 
 // AllowAll applies every rule to key at once, all or nothing (see
 // ringlimit.MultiLimiter), in one script run: rules[i] decides on the state
-// at IndexKey(key, i), and the script writes every state or none. A rule
+// at IndexKey(key, i), and the script writes every state or none. One rule
+// runs AllowN's script (its state is index 0). A rule
 // that admits while another denies reports what it has left now. Bad input
 // returns an error wrapping a ringlimit sentinel and sends nothing.
 func (l *Limiter) AllowAll(ctx context.Context, key string, rules []ringlimit.Rule, n int64) ([]ringlimit.Decision, error) {
@@ -64,19 +70,26 @@ func (l *Limiter) AllowAll(ctx context.Context, key string, rules []ringlimit.Ru
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("remote: eval multi: %w", err)
 	}
+	if len(rules) == 1 {
+		// The single-rule script decides index 0 (Key(key)) exactly so, at
+		// its cost.
+		d, err := l.decide(ctx, key, rules[0], n)
+		if err != nil {
+			return nil, err
+		}
+		return []ringlimit.Decision{d}, nil
+	}
 	now := ""
 	if l.clock != nil {
 		now = strconv.FormatInt(l.clock.Now().UnixMilli(), 10)
 	}
 	keys := make([]string, len(rules))
-	args := make([]string, 2+len(rules))
-	args[0], args[1], args[2] = ruleArg(rules[0]), now, strconv.FormatInt(n, 10)
+	packed := make([]byte, 0, ruleLen*len(rules))
 	for i, r := range rules {
 		keys[i] = l.IndexKey(key, i)
-		if i > 0 {
-			args[2+i] = ruleArg(r)
-		}
+		packed = appendRule(packed, r)
 	}
+	args := []string{string(packed), now, strconv.FormatInt(n, 10)}
 	script := l.multi.exec
 	if n == 0 {
 		script = l.multi.peek

@@ -40,13 +40,13 @@ var scriptFiles = [...]string{
 }
 
 // Script returns the full Lua source that decides alg: the shared heads
-// (value.lua, prelude.lua) followed by the algorithm's body; "" for an
+// (value.lua, prelude.lua, read.lua) followed by the algorithm's body; "" for an
 // unknown algorithm.
 func Script(alg ringlimit.Algorithm) string {
 	if int(alg) >= len(scriptFiles) {
 		return ""
 	}
-	return source("value.lua", "prelude.lua", scriptFiles[alg])
+	return source("value.lua", "prelude.lua", "read.lua", scriptFiles[alg])
 }
 
 // scriptSet is the compiled scripts, by algorithm.

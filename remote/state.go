@@ -33,12 +33,19 @@ func tag(alg ringlimit.Algorithm, w int64) string {
 // ruleArg is a script's first argument: the tag, then the limit and the
 // capacity (Burst, or Limit when Burst is zero).
 func ruleArg(r ringlimit.Rule) string {
-	var b [tagLen + 16]byte
-	b[0] = byte(r.Algorithm)
-	binary.LittleEndian.PutUint64(b[1:], uint64(r.WindowMillis()))
-	binary.LittleEndian.PutUint64(b[9:], uint64(r.Limit))
-	binary.LittleEndian.PutUint64(b[17:], uint64(r.Capacity()))
-	return string(b[:])
+	var b [ruleLen]byte
+	return string(appendRule(b[:0], r))
+}
+
+// ruleLen is the length of a rule's argument.
+const ruleLen = tagLen + 16
+
+// appendRule appends r's argument (see ruleArg) to b.
+func appendRule(b []byte, r ringlimit.Rule) []byte {
+	b = append(b, byte(r.Algorithm))
+	b = binary.LittleEndian.AppendUint64(b, uint64(r.WindowMillis()))
+	b = binary.LittleEndian.AppendUint64(b, uint64(r.Limit))
+	return binary.LittleEndian.AppendUint64(b, uint64(r.Capacity()))
 }
 
 // ErrBadState: DecodeState was given a value the scripts did not write.

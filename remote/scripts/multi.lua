@@ -1,67 +1,111 @@
 -- AllowAll: every rule on one key, all or nothing. Follows the prelude and
--- the algorithms, each wrapped as a function of the prelude's variables
--- (algs[algorithm byte]); see remote/multi.go.
+-- run(alg), the algorithms' bodies as branches of one function of the
+-- prelude's variables; see remote/multi.go.
 -- KEYS[i]: the state of rule i (KEYS[1] is the key's AllowN state).
--- ARGV[1]: rule 1; ARGV[2]: now or ''; ARGV[3]: n; ARGV[3 + i]: rule i + 1.
+-- ARGV[1]: the rules, 25 bytes each, in order (so the prelude reads rule 1);
+-- ARGV[2]: now or ''; ARGV[3]: n.
 -- The reply is the algorithms' replies, one per rule, in order.
-local hits = tonumber(ARGV[3])
-local rules = {ARGV[1]}
-for i = 2, #KEYS do rules[i] = ARGV[i + 2] end
--- use points the prelude's variables at rule i, reading its value as the
--- prelude does for KEYS[1] (nil: a value not ours, the call answers BAD).
-local function use(i)
-  key, rule = KEYS[i], rules[i]
-  tag = string.sub(rule, 1, 9)
-  window, limit, burst = struct.unpack('<i8i8i8', rule, 2)
-  st = nil
-  if string.byte(rule, 1) ~= LOG then
-    local raw = redis.pcall('GET', key)
-    if type(raw) == 'table' then return nil end -- WRONGTYPE
+local rules, k = ARGV[1], #KEYS
+-- The states of all but sliding_log rules (which read their own values, in
+-- pieces) come from one MGET. MGET answers nil for another type as for an
+-- absent key: one EXISTS over the nil ones tells them apart.
+local logs = false
+for i = 1, k do
+  if string.byte(rules, 25 * i - 24) == LOG then logs = true end
+end
+local reads = KEYS
+if logs then
+  reads = {}
+  for i = 1, k do
+    if string.byte(rules, 25 * i - 24) ~= LOG then reads[#reads + 1] = KEYS[i] end
+  end
+end
+local vals = {}
+if #reads > 0 then
+  local got = redis.call('MGET', unpack(reads))
+  local nils = 0
+  for j = 1, #reads do
+    local raw = got[j]
     if raw then
-      if not wellFormed(raw, #raw) then return nil end
-      if string.sub(raw, 1, 9) == tag then st = raw end
+      if not wellFormed(raw, #raw) then return BAD end
+    else
+      nils = nils + 1
     end
   end
-  return algs[string.byte(rule, 1)]
-end
-local function run(i)
-  local f = use(i)
-  if not f then return nil end
-  return f()
-end
--- With hits, a rule whose algorithm writes only through the prelude's save
--- (all but sliding_log, which edits its value in place) decides at once as
--- consuming, its write held back; a sliding_log rule decides without
--- writing. If every rule admits, the held writes are made and the
--- sliding_log rules decide again, writing. Else nothing is written, and the
--- rules that decided as consuming decide again as peeks, to report what
--- they have left. So k rules of buckets and counters cost k runs.
-local out, all, held, writes = {}, true, {}, {}
-local realSave = save
-save = function(value, untilms) writes[#writes + 1] = {key, value, untilms} end
-for i = 1, #KEYS do
-  local f = use(i)
-  if not f then return BAD end
-  held[i] = hits > 0 and string.byte(rule, 1) ~= LOG
-  consume = held[i]
-  out[i] = f()
-  if out[i] == BAD then return BAD end -- phase 2 cannot meet one: nothing changed
-  if struct.unpack('<i8', out[i]) ~= 1 then all = false end
-end
-save = realSave
-if all and hits > 0 then
-  for _, w in ipairs(writes) do
-    key = w[1]
-    save(w[2], w[3])
+  if nils > 0 then
+    local absent = reads
+    if nils < #reads then
+      absent = {}
+      for j = 1, #reads do
+        if not got[j] then absent[#absent + 1] = reads[j] end
+      end
+    end
+    if redis.call('EXISTS', unpack(absent)) > 0 then return BAD end -- another type
   end
-  consume = true
-  for i = 1, #KEYS do
-    if not held[i] then out[i] = run(i) end
+  if logs then
+    local j = 0
+    for i = 1, k do
+      if string.byte(rules, 25 * i - 24) ~= LOG then
+        j = j + 1
+        vals[i] = got[j]
+      end
+    end
+  else
+    vals = got
   end
-else
+end
+
+-- The rules' replies are kept as numbers, five a rule, and packed once.
+reply = function(a, b, c, d, e) return a, b, c, d, e end
+-- Writes are held back until every rule has decided: save's by rule (each
+-- rule saves at most once), the sliding log's in order.
+local cur, saved, held = 0, {}, nil
+save = function(value, untilms) saved[cur], saved[k + cur] = value, untilms end
+write = function(...)
+  held = held or {}
+  held[#held + 1] = {...}
+end
+
+-- decide runs rule i on the prelude's variables, as the single-rule script
+-- of its algorithm runs on KEYS[1], and stores its reply in out.
+local out = {}
+local function decide(i)
+  local o = 25 * i - 24
+  cur, key, tag = i, KEYS[i], string.sub(rules, o, o + 8)
+  window, limit, burst = struct.unpack('<i8i8i8', rules, o + 1)
+  st = nil
+  local raw = vals[i]
+  if raw and string.sub(raw, 1, 9) == tag then st = raw end
+  local a, b, c, d, e = run(string.byte(rules, o))
+  if a == BAD then return false end
+  o = 5 * i - 4
+  out[o], out[o + 1], out[o + 2], out[o + 3], out[o + 4] = a, b, c, d, e
+  return true
+end
+-- Every rule decides as the call asks, its writes held (each algorithm
+-- reads its state before it writes). If every rule admits, the held writes
+-- are made. Else nothing is written, and the rules that admitted decide
+-- again as peeks, to report what they have left (a denial is the same
+-- either way). So k rules cost k runs, one MGET and, if some state is
+-- absent, one EXISTS.
+local all = true
+for i = 1, k do
+  if not decide(i) then return BAD end -- nothing written yet
+  if out[5 * i - 4] ~= 1 then all = false end
+end
+if all then
+  for i = 1, k do
+    if saved[i] then redis.call('SET', KEYS[i], saved[i], 'PX', ttl(saved[k + i])) end
+  end
+  if held then
+    for j = 1, #held do redis.call(unpack(held[j])) end
+  end
+elseif consume then
   consume = false
-  for i = 1, #KEYS do
-    if held[i] then out[i] = run(i) end
+  for i = 1, k do
+    if out[5 * i - 4] == 1 then decide(i) end
   end
 end
-return table.concat(out)
+-- The format of 8 rules' replies (MaxRules), cut to k rules'.
+local FMT = '<i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8'
+return struct.pack(string.sub(FMT, 1, 1 + 10 * k), unpack(out))

@@ -18,19 +18,11 @@ if not consume then n = 1 end
 local tag = string.sub(rule, 1, 9)
 local window, limit, burst = struct.unpack('<i8i8i8', rule, 2)
 
--- A key that holds something we did not write gets BAD and is never written.
 -- st is the key's value if it was recorded under this tag, else nil (a value
--- of ours under another tag is started afresh). The sliding log reads its
--- value itself, in pieces.
+-- of ours under another tag is started afresh); read.lua (the single-rule
+-- scripts) or multi.lua sets it. The sliding log reads its value itself, in
+-- pieces.
 local st
-if string.byte(rule, 1) ~= 3 then
-  local raw = redis.pcall('GET', key)
-  if type(raw) == 'table' then return BAD end -- WRONGTYPE
-  if raw then
-    if not wellFormed(raw, #raw) then return BAD end
-    if string.sub(raw, 1, 9) == tag then st = raw end
-  end
-end
 local function stored() return st end
 
 -- Exact integer division (math.fmod is exact; a/b then floor may round).
@@ -47,11 +39,19 @@ local function cdiv(a, b)
   return q
 end
 -- save writes value with a TTL that ends when the state stops mattering.
+-- The TTL is an integer; redis.call sends a number argument below 1e15 as
+-- its digits (so string.format, which costs as much as a small command's
+-- parsing, is left to the larger ones, reachable from corrupt values).
 local function ttl(untilms)
-  return string.format('%d', math.max(1, untilms - now))
+  local ms = math.max(1, untilms - now)
+  if ms < 1e15 then return ms end
+  return string.format('%d', ms)
 end
+-- write makes every write of the algorithms (and nothing else): AllowAll's
+-- script holds them back until every rule has decided.
+local write = redis.call
 local function save(value, untilms)
-  redis.call('SET', key, value, 'PX', ttl(untilms))
+  write('SET', key, value, 'PX', ttl(untilms))
 end
 local function reply(allowed, remaining, retry, reset, delay)
   return struct.pack('<i8i8i8i8i8', allowed, remaining, retry, reset, delay)

@@ -43,27 +43,40 @@ local allowed, retry = 0, 0
 if count + n <= limit then
   allowed = 1
   if consume then
+    -- Every read comes before the first write (AllowAll holds the writes).
     local px = ttl(t + window)
     if head == size then -- nothing live: write afresh
       total, head, size, oldest, newest, ncount = n, HDR, HDR + 16, t, t, n
-      redis.call('SET', key, tag .. struct.pack('<i8i8i8i8i8i8i8i8', total, head, size, oldest, newest, ncount, t, n), 'PX', px)
+      write('SET', key, tag .. struct.pack('<i8i8i8i8i8i8i8i8', total, head, size, oldest, newest, ncount, t, n), 'PX', px)
     else
+      -- Compact (drop the pruned prefix) when it outweighs the live entries,
+      -- the new one counted: read them now, write them whole below.
+      local dead, grow, live = head - HDR, 16, nil
+      if newest == t then grow = 0 end
+      local compact = dead >= 1024 and dead > size + grow - head
+      if compact then live = redis.call('GETRANGE', key, head, size - 1) end
       if newest == t then -- same ms as the newest entry: add to it
         ncount = ncount + n
-        redis.call('SETRANGE', key, size - 8, struct.pack('<i8', ncount))
+        if compact then
+          live = string.sub(live, 1, -9) .. struct.pack('<i8', ncount)
+        else
+          write('SETRANGE', key, size - 8, struct.pack('<i8', ncount))
+        end
       else
-        redis.call('APPEND', key, struct.pack('<i8i8', t, n))
+        if compact then
+          live = live .. struct.pack('<i8i8', t, n)
+        else
+          write('APPEND', key, struct.pack('<i8i8', t, n))
+        end
         size, newest, ncount = size + 16, t, n
       end
       total = total + n
-      local dead = head - HDR
-      if dead >= 1024 and dead > size - head then -- compact
-        local live = redis.call('GETRANGE', key, head, size - 1)
+      if compact then
         head, size = HDR, HDR + (size - head)
-        redis.call('SET', key, tag .. struct.pack('<i8i8i8i8i8i8', total, head, size, oldest, newest, ncount) .. live, 'PX', px)
+        write('SET', key, tag .. struct.pack('<i8i8i8i8i8i8', total, head, size, oldest, newest, ncount) .. live, 'PX', px)
       else
-        redis.call('SETRANGE', key, 9, struct.pack('<i8i8i8i8i8i8', total, head, size, oldest, newest, ncount))
-        redis.call('PEXPIRE', key, px)
+        write('SETRANGE', key, 9, struct.pack('<i8i8i8i8i8i8', total, head, size, oldest, newest, ncount))
+        write('PEXPIRE', key, px)
       end
     end
     count = total
