@@ -187,7 +187,7 @@ func (l *Limiter) Range(f func(key string, s State) bool) {
 		s.mu.Lock()
 		s.indexRange(func(j int32) {
 			if e := s.at(j); e.live(now) {
-				buf = append(buf, kv{e.key, e.export()})
+				buf = append(buf, kv{s.keyOut(j), e.export()})
 			}
 		})
 		s.mu.Unlock()
@@ -214,7 +214,7 @@ func (l *Limiter) Drain(f func(key string, s State)) {
 			if e := s.at(j); e.tag&dirtyBit != 0 {
 				e.tag &^= dirtyBit
 				if e.live(now) {
-					f(e.key, e.export())
+					f(s.keepKey(j), e.export())
 				}
 			}
 		}
