@@ -384,7 +384,7 @@ func (s *shard) apply(d *ringlimit.Decision, key string, frag uint32, rule ringl
 // slot i if ok, and records them if consume is set and they are admitted
 // (the caller holds the lock; see apply).
 func (s *shard) decideAt(d *ringlimit.Decision, key string, frag uint32, i int32, ok bool, idx uint64, alg ringlimit.Algorithm, p *params, now, n int64, consume bool) {
-	tag := uint64(alg)<<56 | idx<<idxShift | uint64(p.window)
+	tag := tagOf(alg, idx, p)
 	var fresh state
 	st := &fresh
 	var e *entry
@@ -432,10 +432,12 @@ func (s *shard) decideAt(d *ringlimit.Decision, key string, frag uint32, i int32
 func (s *shard) applyAll(ds []ringlimit.Decision, key string, frag uint32, rules []ringlimit.Rule, now, n int64, held bool, fresh func() bool) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var slots [ringlimit.MaxRules]int32
+	s.lookupAll(key, frag, len(rules), &slots)
 	if held {
 		live := false
 		for j := range rules {
-			if i, ok := s.lookup(key, frag, uint64(j)); ok && s.at(i).until > now {
+			if i := slots[j]; i != none && s.at(i).until > now {
 				live = true
 				break
 			}
@@ -460,36 +462,101 @@ func (s *shard) applyAll(ds []ringlimit.Decision, key string, frag uint32, rules
 	if !consume {
 		n = 1
 	}
-	// Every rule but the last decides without writing. If all admit, the
-	// last decides and writes at once (a denial writes nothing); only if it
-	// too admits do the others decide again, on the same states at the same
-	// instant under the lock, so again admitted, and write, reporting what
-	// is left after. k rules cost 2k − 1 decisions.
-	var slots [ringlimit.MaxRules]int32
-	last, all := len(rules)-1, true
-	for j := range last {
-		i, ok := s.lookup(key, frag, uint64(j))
-		if !ok {
-			i = none
+	// Each rule decides on a copy of its state as if it recorded the hits
+	// (a sliding log, whose stamps the copy would share, only peeks). If
+	// every rule admits, the copies are recorded and the logs decide again,
+	// recording; else each rule that admitted decides again on its state
+	// without recording, to report what it has left now (a denial is the
+	// same either way). All of it at the same instant under the lock, so a
+	// rule decides alike each time. k rules cost k decisions when they all
+	// admit, and one pass over the key's probe run.
+	var sts [ringlimit.MaxRules]state
+	var untils [ringlimit.MaxRules]int64
+	all := true
+	for j, r := range rules {
+		st, tag := &sts[j], tagOf(r.Algorithm, uint64(j), &s.multi[j].p)
+		if i := slots[j]; i != none {
+			if e := s.at(i); e.tag&^dirtyBit == tag && e.until > now {
+				*st = e.st
+			}
 		}
-		slots[j] = i
-		s.decideAt(&ds[j], key, frag, i, ok, uint64(j), rules[j].Algorithm, &s.multi[j].p, now, n, false)
+		untils[j] = decide(&ds[j], st, r.Algorithm, &s.multi[j].p, now, n, consume && r.Algorithm != ringlimit.SlidingLog)
 		all = all && ds[j].Allowed
 	}
-	consume = consume && all
-	removes := s.removes
-	i, ok := s.lookup(key, frag, uint64(last))
-	s.decideAt(&ds[last], key, frag, i, ok, uint64(last), rules[last].Algorithm, &s.multi[last].p, now, n, consume)
-	if consume && ds[last].Allowed {
-		for j := range last {
-			i, ok := slots[j], slots[j] != none
-			if s.removes != removes { // an insert made room: slots may have moved
-				i, ok = s.lookup(key, frag, uint64(j))
+	if !consume {
+		return true, nil
+	}
+	if !all {
+		for j, r := range rules {
+			if ds[j].Allowed && r.Algorithm != ringlimit.SlidingLog {
+				i := slots[j]
+				s.decideAt(&ds[j], key, frag, i, i != none, uint64(j), r.Algorithm, &s.multi[j].p, now, n, false)
 			}
-			s.decideAt(&ds[j], key, frag, i, ok, uint64(j), rules[j].Algorithm, &s.multi[j].p, now, n, true)
+		}
+		return true, nil
+	}
+	removes := s.removes
+	for j, r := range rules {
+		i := slots[j]
+		if s.removes != removes { // an insert made room: slots may have been freed
+			i, _ = s.lookup(key, frag, uint64(j))
+		}
+		if r.Algorithm == ringlimit.SlidingLog {
+			s.decideAt(&ds[j], key, frag, i, i != none, uint64(j), r.Algorithm, &s.multi[j].p, now, n, true)
+		} else {
+			s.record(key, frag, i, uint64(j), tagOf(r.Algorithm, uint64(j), &s.multi[j].p), &sts[j], untils[j], now)
 		}
 	}
 	return true, nil
+}
+
+// tagOf is the tag of a state at index idx under a rule of algorithm alg
+// and params p.
+func tagOf(alg ringlimit.Algorithm, idx uint64, p *params) uint64 {
+	return uint64(alg)<<56 | idx<<idxShift | uint64(p.window)
+}
+
+// record writes st, which admitted hits under tag and matters until until,
+// as key's state at index idx, in slot i (none: not held, inserted here).
+// st holds no log.
+func (s *shard) record(key string, frag uint32, i int32, idx, tag uint64, st *state, until, now int64) {
+	if i == none {
+		i = s.insert(key, frag, idx, now)
+	}
+	e := s.at(i)
+	old := e.st.bytes()
+	e.st, e.tag, e.until = *st, tag|e.tag&dirtyBit, until
+	if old != 0 {
+		s.bytes -= old
+	}
+	if s.track && e.tag&dirtyBit == 0 {
+		e.tag |= dirtyBit
+		s.dirty = append(s.dirty, i)
+	}
+}
+
+// lookupAll sets slots[j] to the slot of key's state at index j, or none,
+// for j < k, in one pass over the key's probe run.
+func (s *shard) lookupAll(key string, frag uint32, k int, slots *[ringlimit.MaxRules]int32) {
+	for j := range k {
+		slots[j] = none
+	}
+	mask := uint32(len(s.buckets) - 1)
+	for p, found := s.home(frag), 0; ; p = (p + 1) & mask {
+		v := s.buckets[p]
+		if v == 0 {
+			return
+		}
+		if uint32(v>>32) == frag {
+			i := int32(uint32(v)) - 1
+			if idx := int(s.at(i).tag & idxMask >> idxShift); idx < k && slots[idx] == none && s.is(i, key, uint64(idx)) {
+				slots[idx] = i
+				if found++; found == k {
+					return
+				}
+			}
+		}
+	}
 }
 
 // reset forgets every state of key.
