@@ -100,8 +100,10 @@ func (l *Limiter) TakeAll(key string, dst []State) []State {
 	now := l.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for idx := range uint64(ringlimit.MaxRules) {
-		if i, ok := s.lookup(key, frag, idx); ok {
+	var slots [ringlimit.MaxRules]int32
+	s.lookupAll(key, frag, ringlimit.MaxRules, &slots)
+	for _, i := range slots { // removing one leaves the others' slots as they are
+		if i != none {
 			if e := s.at(i); e.live(now) {
 				dst = append(dst, e.export())
 			}
