@@ -40,38 +40,47 @@ const (
 )
 
 // shard is a bounded map from key to state behind one mutex.
+//
+// Its size is a whole number of cache lines, so in the Limiter's array every
+// shard starts a line of its own (a large allocation starts a page): the
+// fields a decision reads fill its first three lines, and no two shards'
+// locks share a line.
 type shard struct {
-	mu       sync.Mutex
-	l        *Limiter
-	buckets  []uint64 // the index from key to slot (index.go)
-	shift    uint8    // 32 − log2(len(buckets)): a fragment's home bucket is mix(frag)>>shift
-	seed     uint32   // random: keys cannot be crafted to share a home bucket
-	nkeys    int
-	pages    []page
-	used     int32 // slots ever handed out; slots below it are in use or on the free list
-	free     int32 // free list head (linked through until)
-	max      int32 // capacity in keys
-	hand     int32 // cursor of the sweep and of eviction's samples
-	bytes    int64 // what the keys hold, as MaxBytes counts it
-	maxBytes int64
+	mu      sync.Mutex
+	buckets []uint64 // the index from key to slot (index.go)
+	pages   []page
+	seed    uint32 // random: keys cannot be crafted to share a home bucket
+	shift   uint8  // 32 − log2(len(buckets)): a fragment's home bucket is mix(frag)>>shift
+	track   bool   // record changed slots for Drain
 
 	rule ringlimit.Rule // the last rule validated here, and its params
 	p    params
+
+	dirty, spare []int32 // slots changed since the last Drain (some may since have been freed or reused)
+	l            *Limiter
+	nkeys        int
+	used         int32 // slots ever handed out; slots below it are in use or on the free list
+	free         int32 // free list head (linked through until)
+	max          int32 // capacity in keys
+	hand         int32 // cursor of the sweep and of eviction's samples
+	bytes        int64 // what the keys hold, as MaxBytes counts it
+	maxBytes     int64
+	removes      uint64 // slots freed so far: a slot found before is still the key's if it has not changed
+
+	evicted, evictedLive, expired uint64
+
 	// multi are the last rules validated here at each index of AllowAll,
 	// and their params.
 	multi [ringlimit.MaxRules]struct {
 		rule ringlimit.Rule
 		p    params
 	}
-	removes uint64 // slots freed so far: a slot found before is still the key's if it has not changed
 
-	evicted, evictedLive, expired uint64
-
-	track        bool    // record changed slots for Drain
-	dirty, spare []int32 // slots changed since the last Drain (some may since have been freed or reused)
-
-	_ [64]byte // keep neighbouring shards' locks off this cache line
+	_ [40]byte // to a whole number of cache lines
 }
+
+// A shard is a whole number of cache lines (see shard).
+var _ [0]struct{} = [unsafe.Sizeof(shard{}) % 64]struct{}{}
 
 func (s *shard) init(max int32, maxBytes int64, l *Limiter) {
 	s.initIndex()
@@ -190,7 +199,7 @@ func (s *shard) remove(i int32) {
 	e := s.at(i)
 	s.indexDel(i)
 	s.removes++
-	if len(e.key) <= inlineKey && !s.inKeyArea(i) { // a copy kept by keepKey
+	if e.key != "" && len(e.key) <= inlineKey && !s.inKeyArea(i) { // a copy kept by keepKey
 		s.bytes -= heapBytes(len(e.key))
 	}
 	s.bytes -= entryBytes + keyBytes(len(e.key)) + e.st.bytes()
