@@ -491,21 +491,35 @@ func (s *shard) applyAll(ds []ringlimit.Decision, key string, frag uint32, rules
 		n = 1
 	}
 	// Each rule decides on a copy of its state as if it recorded the hits
-	// (a sliding log, whose stamps the copy would share, only peeks). If
-	// every rule admits, the copies are recorded and the logs decide again,
-	// recording; else each rule that admitted decides again on its state
-	// without recording, to report what it has left now (a denial is the
-	// same either way). All of it at the same instant under the lock, so a
-	// rule decides alike each time. k rules cost k decisions when they all
-	// admit, and one pass over the key's probe run.
+	// (a sliding log, whose stamps the copy would share, only peeks, unless
+	// it is the last rule and the others admitted). If every rule admits,
+	// the copies are recorded and the logs decide again, recording; else
+	// each rule that admitted decides again on its state without
+	// recording, to report what it has left now (a denial is the same
+	// either way). All of it at the same instant under the lock, so a rule
+	// decides alike each time. k rules without logs cost k decisions when
+	// they all admit, and one pass over the key's probe run.
 	var sts [ringlimit.MaxRules]state
 	var untils [ringlimit.MaxRules]int64
-	all := true
+	all, last, removes := true, len(rules)-1, s.removes
 	for j, r := range rules {
+		if j == last && all && consume && r.Algorithm == ringlimit.SlidingLog {
+			// The last rule, after every other admitted: a log records at
+			// once if it admits too (a denial writes nothing), rather than
+			// peek and decide again.
+			i := slots[j]
+			s.decideAt(&ds[j], key, frag, i, i != none, uint64(j), r.Algorithm, &s.multi[j].p, now, n, true)
+			all = ds[j].Allowed
+			break
+		}
 		st, tag := &sts[j], tagOf(r.Algorithm, uint64(j), &s.multi[j].p)
 		if i := slots[j]; i != none {
 			if e := s.at(i); e.tag&^dirtyBit == tag && e.until > now {
-				*st = e.st
+				if r.Algorithm == ringlimit.SlidingLog {
+					st = &e.st // a peek: not written
+				} else {
+					st.a, st.b, st.c = e.st.a, e.st.b, e.st.c
+				}
 			}
 		}
 		untils[j] = decide(&ds[j], st, r.Algorithm, &s.multi[j].p, now, n, consume && r.Algorithm != ringlimit.SlidingLog)
@@ -523,13 +537,15 @@ func (s *shard) applyAll(ds []ringlimit.Decision, key string, frag uint32, rules
 		}
 		return true, nil
 	}
-	removes := s.removes
 	for j, r := range rules {
 		i := slots[j]
 		if s.removes != removes { // an insert made room: slots may have been freed
 			i, _ = s.lookup(key, frag, uint64(j))
 		}
 		if r.Algorithm == ringlimit.SlidingLog {
+			if j == last {
+				break // recorded above
+			}
 			s.decideAt(&ds[j], key, frag, i, i != none, uint64(j), r.Algorithm, &s.multi[j].p, now, n, true)
 		} else {
 			s.record(key, frag, i, uint64(j), tagOf(r.Algorithm, uint64(j), &s.multi[j].p), &sts[j], untils[j], now)
@@ -546,17 +562,18 @@ func tagOf(alg ringlimit.Algorithm, idx uint64, p *params) uint64 {
 
 // record writes st, which admitted hits under tag and matters until until,
 // as key's state at index idx, in slot i (none: not held, inserted here).
-// st holds no log.
+// st is not a sliding log's: it holds no log.
 func (s *shard) record(key string, frag uint32, i int32, idx, tag uint64, st *state, until, now int64) {
 	if i == none {
 		i = s.insert(key, frag, idx, now)
 	}
 	e := s.at(i)
-	old := e.st.bytes()
-	e.st, e.tag, e.until = *st, tag|e.tag&dirtyBit, until
-	if old != 0 {
-		s.bytes -= old
+	if e.st.log != nil { // the slot's state was a sliding log's
+		s.bytes -= e.st.bytes()
+		e.st.log = nil
 	}
+	e.st.a, e.st.b, e.st.c = st.a, st.b, st.c // the ints alone: no pointer write, no write barrier
+	e.tag, e.until = tag|e.tag&dirtyBit, until
 	if s.track && e.tag&dirtyBit == 0 {
 		e.tag |= dirtyBit
 		s.dirty = append(s.dirty, i)
