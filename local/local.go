@@ -20,10 +20,8 @@ type Config struct {
 	// MaxBytes bounds the memory the keys hold: key strings, states and
 	// sliding-log stamps, as the Go heap holds them (about 88 bytes a key
 	// plus the key string rounded up to its allocation size, at least 16,
-	// and 16 more for a key of up to 16 bytes once Drain has handed it
-	// out, plus 64 bytes and 8 per stamp slot for a sliding log). It is
-	// enforced like MaxKeys, by eviction when a key comes in or a log
-	// grows. If zero, 256 MiB.
+	// plus 64 bytes and 8 per stamp slot for a sliding log). It is enforced like MaxKeys,
+	// by eviction when a key comes in or a log grows. If zero, 256 MiB.
 	MaxBytes int64
 	// Clock tells the time. If nil, the system clock.
 	Clock ringlimit.Clock
@@ -101,7 +99,7 @@ func New(c Config) *Limiter {
 // now reads the clock: once per call, in ms.
 func (l *Limiter) now() int64 {
 	if l.clock == nil {
-		return systemMillis()
+		return time.Now().UnixMilli()
 	}
 	return l.clock.Now().UnixMilli()
 }
