@@ -104,8 +104,8 @@ func (l *Limiter) RangeArcs(arcs []Arc, f func(key string, s State) bool) {
 			if whole[c>>6]>>(c&63)&1 == 0 && !in(uint32(v>>32), s.at(int32(uint32(v))-1).key) {
 				continue
 			}
-			if e := s.at(int32(uint32(v)) - 1); e.live(now) {
-				buf = append(buf, kv{e.key, e.export()})
+			if i := int32(uint32(v)) - 1; s.at(i).live(now) {
+				buf = append(buf, kv{s.keyOut(i), s.at(i).export()})
 			}
 		}
 		s.mu.Unlock()

@@ -51,7 +51,7 @@ func (s *shard) lookup(key string, frag uint32, idx uint64) (int32, bool) {
 			return none, false
 		}
 		if uint32(v>>32) == frag {
-			if i := int32(uint32(v)) - 1; s.at(i).tag&idxMask == idx<<idxShift && s.at(i).key == key {
+			if i := int32(uint32(v)) - 1; s.is(i, key, idx) {
 				return i, true
 			}
 		}

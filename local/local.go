@@ -19,8 +19,8 @@ type Config struct {
 	MaxKeys int
 	// MaxBytes bounds the memory the keys hold: key strings, states and
 	// sliding-log stamps, as the Go heap holds them (about 88 bytes a key
-	// plus the key string rounded up to its allocation size, plus 64 bytes
-	// and 8 per stamp slot for a sliding log). It is enforced like MaxKeys,
+	// plus the key string rounded up to its allocation size, at least 16,
+	// plus 64 bytes and 8 per stamp slot for a sliding log). It is enforced like MaxKeys,
 	// by eviction when a key comes in or a log grows. If zero, 256 MiB.
 	MaxBytes int64
 	// Clock tells the time. If nil, the system clock.
@@ -78,7 +78,7 @@ func New(c Config) *Limiter {
 		maxBytes = DefaultMaxBytes
 	}
 	// The keys the bounds let in, at the smallest a key can be.
-	fits := min(int64(maxKeys), maxBytes/(entryBytes+16))
+	fits := min(int64(maxKeys), maxBytes/(entryBytes+inlineKey))
 	k := uint(0)
 	for k < 6 && int64(keysPerShard)<<(k+1) <= fits {
 		k++

@@ -100,8 +100,10 @@ func (l *Limiter) TakeAll(key string, dst []State) []State {
 	now := l.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for idx := range uint64(ringlimit.MaxRules) {
-		if i, ok := s.lookup(key, frag, idx); ok {
+	var slots [ringlimit.MaxRules]int32
+	s.lookupAll(key, frag, ringlimit.MaxRules, &slots)
+	for _, i := range slots { // removing one leaves the others' slots as they are
+		if i != none {
 			if e := s.at(i); e.live(now) {
 				dst = append(dst, e.export())
 			}
@@ -187,7 +189,7 @@ func (l *Limiter) Range(f func(key string, s State) bool) {
 		s.mu.Lock()
 		s.indexRange(func(j int32) {
 			if e := s.at(j); e.live(now) {
-				buf = append(buf, kv{e.key, e.export()})
+				buf = append(buf, kv{s.keyOut(j), e.export()})
 			}
 		})
 		s.mu.Unlock()
@@ -214,7 +216,7 @@ func (l *Limiter) Drain(f func(key string, s State)) {
 			if e := s.at(j); e.tag&dirtyBit != 0 {
 				e.tag &^= dirtyBit
 				if e.live(now) {
-					f(e.key, e.export())
+					f(s.keepKey(j), e.export())
 				}
 			}
 		}

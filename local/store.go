@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/ringlimit/ringlimit"
 )
@@ -13,7 +14,7 @@ import (
 // pages and are found through the shard's index by slot number; nothing
 // links them to each other, so a hit writes only its own entry.
 type entry struct {
-	key   string // "" when the slot is free
+	key   string // "" when the slot is free; a short key's bytes are in its page's key area (see page)
 	tag   uint64 // algorithm<<56 | index<<idxShift | window in ms: the rule the state was recorded under and its index in AllowAll; dirtyBit: changed since the last Drain
 	until int64  // ms from which the state no longer matters (it decides as an empty one)
 	st    state
@@ -21,7 +22,7 @@ type entry struct {
 
 const (
 	pageShift = 8
-	pageSize  = 1 << pageShift // entries a page holds; the first page starts at firstPage and doubles
+	pageSize  = 1 << pageShift // entries a page holds; the first page starts at firstPage and grows by half
 	firstPage = 8
 	none      = -1
 
@@ -29,43 +30,57 @@ const (
 	// 64-byte entry, and its share of the index (8-byte buckets kept
 	// between 3/8 and 3/4 full: 10.7 to 21.3 bytes) and of a page's slack.
 	entryBytes = 88
+	// inlineKey is the longest key kept in its page's key area (see page).
+	// 16 bytes is what a heap copy of such a key took before: short keys
+	// cost no more for being inline, and a longer one pays these 16 unused
+	// bytes beside its heap copy.
+	inlineKey = 16
 	// evictSample is how many keys an eviction compares (Redis samples 5).
 	evictSample = 5
 )
 
 // shard is a bounded map from key to state behind one mutex.
+//
+// Its size is a whole number of cache lines, so in the Limiter's array every
+// shard starts a line of its own (a large allocation starts a page): the
+// fields a decision reads fill its first three lines, and no two shards'
+// locks share a line.
 type shard struct {
-	mu       sync.Mutex
-	l        *Limiter
-	buckets  []uint64 // the index from key to slot (index.go)
-	shift    uint8    // 32 − log2(len(buckets)): a fragment's home bucket is mix(frag)>>shift
-	seed     uint32   // random: keys cannot be crafted to share a home bucket
-	nkeys    int
-	pages    [][]entry
-	used     int32 // slots ever handed out; slots below it are in use or on the free list
-	free     int32 // free list head (linked through until)
-	max      int32 // capacity in keys
-	hand     int32 // cursor of the sweep and of eviction's samples
-	bytes    int64 // what the keys hold, as MaxBytes counts it
-	maxBytes int64
+	mu      sync.Mutex
+	buckets []uint64 // the index from key to slot (index.go)
+	pages   []page
+	seed    uint32 // random: keys cannot be crafted to share a home bucket
+	shift   uint8  // 32 − log2(len(buckets)): a fragment's home bucket is mix(frag)>>shift
+	track   bool   // record changed slots for Drain
 
 	rule ringlimit.Rule // the last rule validated here, and its params
 	p    params
+
+	dirty, spare []int32 // slots changed since the last Drain (some may since have been freed or reused)
+	l            *Limiter
+	nkeys        int
+	used         int32 // slots ever handed out; slots below it are in use or on the free list
+	free         int32 // free list head (linked through until)
+	max          int32 // capacity in keys
+	hand         int32 // cursor of the sweep and of eviction's samples
+	bytes        int64 // what the keys hold, as MaxBytes counts it
+	maxBytes     int64
+	removes      uint64 // slots freed so far: a slot found before is still the key's if it has not changed
+
+	evicted, evictedLive, expired uint64
+
 	// multi are the last rules validated here at each index of AllowAll,
 	// and their params.
 	multi [ringlimit.MaxRules]struct {
 		rule ringlimit.Rule
 		p    params
 	}
-	removes uint64 // slots freed so far: a slot found before is still the key's if it has not changed
 
-	evicted, evictedLive, expired uint64
-
-	track        bool    // record changed slots for Drain
-	dirty, spare []int32 // slots changed since the last Drain (some may since have been freed or reused)
-
-	_ [64]byte // keep neighbouring shards' locks off this cache line
+	_ [40]byte // to a whole number of cache lines
 }
+
+// A shard is a whole number of cache lines (see shard).
+var _ [0]struct{} = [unsafe.Sizeof(shard{}) % 64]struct{}{}
 
 func (s *shard) init(max int32, maxBytes int64, l *Limiter) {
 	s.initIndex()
@@ -73,11 +88,88 @@ func (s *shard) init(max int32, maxBytes int64, l *Limiter) {
 	s.free, s.max, s.maxBytes = none, max, maxBytes
 }
 
-func (s *shard) at(i int32) *entry { return &s.pages[i>>pageShift][i&(pageSize-1)] }
+// page is a run of slots: their entries, and beside them their key area,
+// which holds the bytes of each key of at most inlineKey bytes. A lookup
+// compares a short key there, at an address it knows from the slot alone,
+// so the load of the key's bytes overlaps that of its entry instead of
+// waiting for the entry's pointer to them: at a million keys, one cache
+// miss less on the path of a decision. A short key's entry.key points into
+// the key area, so it changes when the slot is reused: it is copied before
+// it leaves the shard's lock (see entry.keyOut).
+type page struct {
+	e []entry
+	k [][inlineKey]byte
+}
 
-// keyBytes is what a key string of n bytes takes on the heap: n rounded up to
-// its allocation's size class.
+func (s *shard) at(i int32) *entry { return &s.pages[i>>pageShift].e[i&(pageSize-1)] }
+
+// is reports whether slot i holds key's state at index idx.
+func (s *shard) is(i int32, key string, idx uint64) bool {
+	pg := &s.pages[i>>pageShift]
+	j := i & (pageSize - 1)
+	e := &pg.e[j]
+	if e.tag&idxMask != idx<<idxShift || len(e.key) != len(key) {
+		return false
+	}
+	if len(key) <= inlineKey {
+		return unsafe.String(&pg.k[j][0], len(key)) == key
+	}
+	return e.key == key
+}
+
+// hold is the key string slot i keeps for key: a view of its key area for
+// a short key, else a copy of the key (never the caller's string, which
+// may pin a larger buffer).
+func (s *shard) hold(i int32, key string) string {
+	if len(key) > inlineKey {
+		return strings.Clone(key)
+	}
+	k := &s.pages[i>>pageShift].k[i&(pageSize-1)]
+	copy(k[:], key)
+	return unsafe.String(&k[0], len(key))
+}
+
+// inKeyArea reports whether slot i's key string is a view of its key area.
+func (s *shard) inKeyArea(i int32) bool {
+	e := s.at(i)
+	return e.key != "" && len(e.key) <= inlineKey && unsafe.StringData(e.key) == &s.pages[i>>pageShift].k[i&(pageSize-1)][0]
+}
+
+// keyOut is slot i's key as it may leave the shard's lock: a short key's
+// bytes are copied out of the key area, where the slot's next key would
+// overwrite them.
+func (s *shard) keyOut(i int32) string {
+	if k := s.at(i).key; s.inKeyArea(i) {
+		return strings.Clone(k)
+	}
+	return s.at(i).key
+}
+
+// keepKey is keyOut for a caller that hands the key out again and again
+// (Drain): the copy replaces the view in the entry, so the next costs
+// nothing. The key area still holds the bytes lookups compare.
+func (s *shard) keepKey(i int32) string {
+	if s.inKeyArea(i) {
+		e := s.at(i)
+		e.key = strings.Clone(e.key)
+		s.bytes += heapBytes(len(e.key))
+	}
+	return s.at(i).key
+}
+
+// keyBytes is what a key of n bytes takes: its place in the key area, or
+// for a key longer than inlineKey its heap copy, n rounded up to its
+// allocation's size class (the place it leaves unused in the key area is
+// within entryBytes' slack, as a key's share of the index varies by more).
 func keyBytes(n int) int64 {
+	if n <= inlineKey {
+		return inlineKey
+	}
+	return heapBytes(n)
+}
+
+// heapBytes is what a string of n bytes takes on the heap.
+func heapBytes(n int) int64 {
 	switch {
 	case n <= 16:
 		return 16
@@ -107,6 +199,9 @@ func (s *shard) remove(i int32) {
 	e := s.at(i)
 	s.indexDel(i)
 	s.removes++
+	if e.key != "" && len(e.key) <= inlineKey && !s.inKeyArea(i) { // a copy kept by keepKey
+		s.bytes -= heapBytes(len(e.key))
+	}
 	s.bytes -= entryBytes + keyBytes(len(e.key)) + e.st.bytes()
 	*e = entry{until: int64(s.free)}
 	s.free = i
@@ -226,14 +321,14 @@ func (s *shard) insert(key string, frag uint32, idx uint64, now int64) int32 {
 		s.grow(i)
 	}
 	e := s.at(i)
-	*e = entry{key: strings.Clone(key), tag: idx << idxShift}
+	*e = entry{key: s.hold(i, key), tag: idx << idxShift}
 	s.indexPut(frag, i)
 	s.bytes += need
 	return i
 }
 
 // grow makes room for slot i, the next one handed out: a new page, or a
-// first page twice as large (small shards stay small).
+// larger first page (small shards stay small).
 func (s *shard) grow(i int32) {
 	p := int(i >> pageShift)
 	switch {
@@ -242,10 +337,21 @@ func (s *shard) grow(i int32) {
 		if p == 0 {
 			n = firstPage
 		}
-		s.pages = append(s.pages, make([]entry, n))
-	case p == 0 && int(i) == len(s.pages[0]):
-		pg := make([]entry, 2*len(s.pages[0]))
-		copy(pg, s.pages[0])
+		s.pages = append(s.pages, page{make([]entry, n), make([][inlineKey]byte, n)})
+	case p == 0 && int(i) == len(s.pages[0].e):
+		// By half again, not twice: a shard that stops at a few hundred
+		// keys leaves fewer slots unused (at 10k keys in 64 shards, 46
+		// rather than 100 each, 23 rather than 51 bytes a key).
+		old := s.pages[0]
+		n := min(pageSize, len(old.e)*3/2)
+		pg := page{make([]entry, n), make([][inlineKey]byte, n)}
+		copy(pg.e, old.e)
+		copy(pg.k, old.k)
+		for j := range old.e { // short keys point into the new key area
+			if e := &pg.e[j]; s.inKeyArea(int32(j)) {
+				e.key = unsafe.String(&pg.k[j][0], len(e.key))
+			}
+		}
 		s.pages[0] = pg
 	}
 }
@@ -280,6 +386,21 @@ func (s *shard) apply(d *ringlimit.Decision, key string, frag uint32, rule ringl
 		n = 1
 	}
 	i, ok := s.lookup(key, frag, 0)
+	if ok && rule.Algorithm != ringlimit.SlidingLog {
+		// The common case: a key that holds a live state under this rule,
+		// which keeps no log (its bytes cannot change), decides in place.
+		if e := s.at(i); e.tag&^dirtyBit == tagOf(rule.Algorithm, 0, &s.p) && e.until > now {
+			until := decide(d, &e.st, rule.Algorithm, &s.p, now, n, consume)
+			if consume && d.Allowed {
+				e.until = until
+				if s.track && e.tag&dirtyBit == 0 {
+					e.tag |= dirtyBit
+					s.dirty = append(s.dirty, i)
+				}
+			}
+			return true, nil
+		}
+	}
 	if held && (!ok || s.at(i).until <= now) && (fresh == nil || !fresh()) {
 		return false, nil
 	}
@@ -291,7 +412,7 @@ func (s *shard) apply(d *ringlimit.Decision, key string, frag uint32, rule ringl
 // slot i if ok, and records them if consume is set and they are admitted
 // (the caller holds the lock; see apply).
 func (s *shard) decideAt(d *ringlimit.Decision, key string, frag uint32, i int32, ok bool, idx uint64, alg ringlimit.Algorithm, p *params, now, n int64, consume bool) {
-	tag := uint64(alg)<<56 | idx<<idxShift | uint64(p.window)
+	tag := tagOf(alg, idx, p)
 	var fresh state
 	st := &fresh
 	var e *entry
@@ -339,10 +460,12 @@ func (s *shard) decideAt(d *ringlimit.Decision, key string, frag uint32, i int32
 func (s *shard) applyAll(ds []ringlimit.Decision, key string, frag uint32, rules []ringlimit.Rule, now, n int64, held bool, fresh func() bool) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var slots [ringlimit.MaxRules]int32
+	s.lookupAll(key, frag, len(rules), &slots)
 	if held {
 		live := false
 		for j := range rules {
-			if i, ok := s.lookup(key, frag, uint64(j)); ok && s.at(i).until > now {
+			if i := slots[j]; i != none && s.at(i).until > now {
 				live = true
 				break
 			}
@@ -367,43 +490,127 @@ func (s *shard) applyAll(ds []ringlimit.Decision, key string, frag uint32, rules
 	if !consume {
 		n = 1
 	}
-	// Every rule but the last decides without writing. If all admit, the
-	// last decides and writes at once (a denial writes nothing); only if it
-	// too admits do the others decide again, on the same states at the same
-	// instant under the lock, so again admitted, and write, reporting what
-	// is left after. k rules cost 2k − 1 decisions.
-	var slots [ringlimit.MaxRules]int32
-	last, all := len(rules)-1, true
-	for j := range last {
-		i, ok := s.lookup(key, frag, uint64(j))
-		if !ok {
-			i = none
+	// Each rule decides on a copy of its state as if it recorded the hits
+	// (a sliding log, whose stamps the copy would share, only peeks, unless
+	// it is the last rule and the others admitted). If every rule admits,
+	// the copies are recorded and the logs decide again, recording; else
+	// each rule that admitted decides again on its state without
+	// recording, to report what it has left now (a denial is the same
+	// either way). All of it at the same instant under the lock, so a rule
+	// decides alike each time. k rules without logs cost k decisions when
+	// they all admit, and one pass over the key's probe run.
+	var sts [ringlimit.MaxRules]state
+	var untils [ringlimit.MaxRules]int64
+	all, last, removes := true, len(rules)-1, s.removes
+	for j, r := range rules {
+		if j == last && all && consume && r.Algorithm == ringlimit.SlidingLog {
+			// The last rule, after every other admitted: a log records at
+			// once if it admits too (a denial writes nothing), rather than
+			// peek and decide again.
+			i := slots[j]
+			s.decideAt(&ds[j], key, frag, i, i != none, uint64(j), r.Algorithm, &s.multi[j].p, now, n, true)
+			all = ds[j].Allowed
+			break
 		}
-		slots[j] = i
-		s.decideAt(&ds[j], key, frag, i, ok, uint64(j), rules[j].Algorithm, &s.multi[j].p, now, n, false)
+		st, tag := &sts[j], tagOf(r.Algorithm, uint64(j), &s.multi[j].p)
+		if i := slots[j]; i != none {
+			if e := s.at(i); e.tag&^dirtyBit == tag && e.until > now {
+				if r.Algorithm == ringlimit.SlidingLog {
+					st = &e.st // a peek: not written
+				} else {
+					st.a, st.b, st.c = e.st.a, e.st.b, e.st.c
+				}
+			}
+		}
+		untils[j] = decide(&ds[j], st, r.Algorithm, &s.multi[j].p, now, n, consume && r.Algorithm != ringlimit.SlidingLog)
 		all = all && ds[j].Allowed
 	}
-	consume = consume && all
-	removes := s.removes
-	i, ok := s.lookup(key, frag, uint64(last))
-	s.decideAt(&ds[last], key, frag, i, ok, uint64(last), rules[last].Algorithm, &s.multi[last].p, now, n, consume)
-	if consume && ds[last].Allowed {
-		for j := range last {
-			i, ok := slots[j], slots[j] != none
-			if s.removes != removes { // an insert made room: slots may have moved
-				i, ok = s.lookup(key, frag, uint64(j))
+	if !consume {
+		return true, nil
+	}
+	if !all {
+		for j, r := range rules {
+			if ds[j].Allowed && r.Algorithm != ringlimit.SlidingLog {
+				i := slots[j]
+				s.decideAt(&ds[j], key, frag, i, i != none, uint64(j), r.Algorithm, &s.multi[j].p, now, n, false)
 			}
-			s.decideAt(&ds[j], key, frag, i, ok, uint64(j), rules[j].Algorithm, &s.multi[j].p, now, n, true)
+		}
+		return true, nil
+	}
+	for j, r := range rules {
+		i := slots[j]
+		if s.removes != removes { // an insert made room: slots may have been freed
+			i, _ = s.lookup(key, frag, uint64(j))
+		}
+		if r.Algorithm == ringlimit.SlidingLog {
+			if j == last {
+				break // recorded above
+			}
+			s.decideAt(&ds[j], key, frag, i, i != none, uint64(j), r.Algorithm, &s.multi[j].p, now, n, true)
+		} else {
+			s.record(key, frag, i, uint64(j), tagOf(r.Algorithm, uint64(j), &s.multi[j].p), &sts[j], untils[j], now)
 		}
 	}
 	return true, nil
 }
 
+// tagOf is the tag of a state at index idx under a rule of algorithm alg
+// and params p.
+func tagOf(alg ringlimit.Algorithm, idx uint64, p *params) uint64 {
+	return uint64(alg)<<56 | idx<<idxShift | uint64(p.window)
+}
+
+// record writes st, which admitted hits under tag and matters until until,
+// as key's state at index idx, in slot i (none: not held, inserted here).
+// st is not a sliding log's: it holds no log.
+func (s *shard) record(key string, frag uint32, i int32, idx, tag uint64, st *state, until, now int64) {
+	if i == none {
+		i = s.insert(key, frag, idx, now)
+	}
+	e := s.at(i)
+	if e.st.log != nil { // the slot's state was a sliding log's
+		s.bytes -= e.st.bytes()
+		e.st.log = nil
+	}
+	e.st.a, e.st.b, e.st.c = st.a, st.b, st.c // the ints alone: no pointer write, no write barrier
+	e.tag, e.until = tag|e.tag&dirtyBit, until
+	if s.track && e.tag&dirtyBit == 0 {
+		e.tag |= dirtyBit
+		s.dirty = append(s.dirty, i)
+	}
+}
+
+// lookupAll sets slots[j] to the slot of key's state at index j, or none,
+// for j < k, in one pass over the key's probe run.
+func (s *shard) lookupAll(key string, frag uint32, k int, slots *[ringlimit.MaxRules]int32) {
+	for j := range k {
+		slots[j] = none
+	}
+	mask := uint32(len(s.buckets) - 1)
+	for p, found := s.home(frag), 0; ; p = (p + 1) & mask {
+		v := s.buckets[p]
+		if v == 0 {
+			return
+		}
+		if uint32(v>>32) == frag {
+			i := int32(uint32(v)) - 1
+			if idx := int(s.at(i).tag & idxMask >> idxShift); idx < k && slots[idx] == none && s.is(i, key, uint64(idx)) {
+				slots[idx] = i
+				if found++; found == k {
+					return
+				}
+			}
+		}
+	}
+}
+
 // reset forgets every state of key.
 func (s *shard) reset(key string, frag uint32) {
 	s.mu.Lock()
-	for idx := range uint64(ringlimit.MaxRules) {
-		if i, ok := s.lookup(key, frag, idx); ok {
+	var slots [ringlimit.MaxRules]int32
+	s.lookupAll(key, frag, ringlimit.MaxRules, &slots)
+	for _, i := range slots {
+		if i != none {
 			s.remove(i)
 		}
 	}
