@@ -43,6 +43,10 @@
 //	handoff.go  pushes on join and on Close: the states leave the local
 //	            store under the key's lock, the batch is sent with no lock
 //	            held, a copy stays in the mark until the target confirms.
+//	moves.go    what a push after a ring change visits: the arcs this node
+//	            lost (ring.Moved) and the stray keys (a state that arrived or
+//	            started here while another member owned its key), so that a
+//	            change costs what it moves, not a scan of every key.
 //	ready.go    Ready: joined, and the initial hand-off received.
 //	peers.go    connections to peers, each behind a breaker.
 //	writebehind.go, store.go, state.go: the store tier and the states'
