@@ -31,7 +31,7 @@
 //	            owned key whose state is here, or any owned key while no key
 //	            changes hands (holders.quiet), is decided by the local store
 //	            under its own lock alone; else a bounded loop asks where the
-//	            key is decided: here (decideHere), a peer (ask), the store
+//	            key is decided: here (decideHereAll), a peer (ask), the store
 //	            (fromStore) or the policy. A "moved to X" answer sends the
 //	            loop on to X, at most twice.
 //	holders.go  who holds a key while ownership changes: one table of marks

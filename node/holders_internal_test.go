@@ -27,7 +27,7 @@ func TestHoldersGiveInstallLeave(t *testing.T) {
 	ctx := context.Background()
 	rule := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: 5, Window: time.Hour}
 	decide := func(key string, from string) (ringlimit.Decision, string, error) {
-		return n.decideHere(ctx, &peer.Request{Op: peer.OpAllow, Key: key, Rule: rule, N: 1, From: from}, clk.Now())
+		return n.decideHereAll(ctx, &peer.Request{Op: peer.OpAllow, Key: key, Rule: rule, N: 1, From: from}, clk.Now(), nil)
 	}
 	n.AllowN(ctx, "k", rule, 2)
 
@@ -144,7 +144,7 @@ func TestInstallRefusesStaleState(t *testing.T) {
 	if !a.local.Has("k") {
 		t.Fatal("the key coming back from its holder was not installed")
 	}
-	if d, to, err := a.decideHere(ctx, &peer.Request{Op: peer.OpAllow, Key: "k", Rule: rule, N: 1}, a.now()); to != "" || err != nil || d.Remaining != 2 {
+	if d, to, err := a.decideHereAll(ctx, &peer.Request{Op: peer.OpAllow, Key: "k", Rule: rule, N: 1}, a.now(), nil); to != "" || err != nil || d.Remaining != 2 {
 		t.Fatalf("after the key came back: %+v, %q, %v", d, to, err)
 	}
 }

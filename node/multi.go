@@ -35,15 +35,13 @@ func (n *Node) AllowAll(ctx context.Context, key string, rules []ringlimit.Rule,
 	now, h, r := n.now(), ring.Hash(key), n.members.Ring()
 	at := r.OwnerOfHash(h)
 	if at == n.name && n.holders.leaving.Load() == nil {
-		// Here, as in AllowN: the local store checks the input.
+		// Here, as in AllowN (no stray check either): the local store
+		// checks the input.
 		var ok bool
 		if ds, ok, err = n.local.AllowAllIfAt(now, key, h, rules, hits, n.quiet); err != nil {
 			return nil, err
 		}
 		if ok {
-			if n.members.Ring() != r {
-				n.strayIfNotMine(n.members.Ring(), key) // (see moves)
-			}
 			n.observeAll(ctx, start, &ds, &err)
 			return ds, nil
 		}
@@ -61,7 +59,7 @@ func (n *Node) AllowAll(ctx context.Context, key string, rules []ringlimit.Rule,
 }
 
 // decideAll decides an OpAllowAll on local state: settled, at once; else
-// only if the key holds a state here (see decideHere).
+// only if the key holds a state here (see decideHereAll).
 func (n *Node) decideAll(req *peer.Request, now time.Time, settled bool, all *[]ringlimit.Decision) (ringlimit.Decision, bool, error) {
 	var ds []ringlimit.Decision
 	var err error

@@ -187,7 +187,7 @@ func (n *Node) addrOf(name string) string {
 // was given to: in the ring, at the same address (a member that left and
 // came back under the same name is another incarnation, holding nothing).
 // A member out of the ring may have crashed, or may only be suspected for a
-// moment (gossip under load): decideHere then pulls from it, waiting a
+// moment (gossip under load): decideHereAll then pulls from it, waiting a
 // little for it to come back, before it loads the key from the store.
 func (n *Node) current(m *mark) bool {
 	if m.addr == "" {

@@ -59,32 +59,35 @@ func BenchmarkOwnedDecision(b *testing.B) {
 		run(b, func() { a.Allow(ctx, "hot", rule) })
 	})
 	b.Run("window-after-join", func(b *testing.B) {
-		c := nodetest.Start(b, 1, func(cfg *node.Config) {
-			cfg.Clock = newStepClock()
-			cfg.HandoffWindow = time.Hour
-		})
-		a := c.Nodes[0]
-		// Keys held before the join, so that the join moves some away.
-		keys := make([]string, 256)
-		for i := range keys {
-			keys[i] = "k" + string(rune('a'+i%26)) + string(rune('a'+i/26))
-			a.Allow(ctx, keys[i], rule)
-		}
-		j := c.Add(b)
-		var kept string
-		for _, k := range keys {
-			if j.Owner(k) == a.Name() {
-				kept = k
-				break
-			}
-		}
-		if kept == "" || !a.Stats().Changing {
-			b.Fatal("no key kept, or not in the hand-off window")
-		}
+		a, kept := keptAfterJoin(b, rule)
 		run(b, func() {
 			if d, _ := a.Allow(ctx, kept, rule); d.Source != ringlimit.Local {
 				b.Fatalf("decided by %s", d.Source)
 			}
 		})
 	})
+}
+
+// keptAfterJoin starts a node in the hand-off window with keys held, has
+// another join, and returns the node and a key it kept.
+func keptAfterJoin(b *testing.B, rule ringlimit.Rule) (*node.Node, string) {
+	c := nodetest.Start(b, 1, func(cfg *node.Config) {
+		cfg.Clock = newStepClock()
+		cfg.HandoffWindow = time.Hour
+	})
+	a := c.Nodes[0]
+	// Keys held before the join, so that the join moves some away.
+	keys := make([]string, 256)
+	for i := range keys {
+		keys[i] = "k" + string(rune('a'+i%26)) + string(rune('a'+i/26))
+		a.Allow(ctx, keys[i], rule)
+	}
+	j := c.Add(b)
+	for _, k := range keys {
+		if j.Owner(k) == a.Name() && a.Stats().Changing {
+			return a, k
+		}
+	}
+	b.Fatal("no key kept, or not in the hand-off window")
+	return nil, ""
 }

@@ -38,25 +38,8 @@ func BenchmarkOwnedDecisionCPU(b *testing.B) {
 		cfg.Clock = newStepClock()
 		cfg.HandoffWindow = time.Hour
 	}).Nodes[0]
-	c := nodetest.Start(b, 1, func(cfg *node.Config) {
-		cfg.Clock = newStepClock()
-		cfg.HandoffWindow = time.Hour
-	})
-	joined := c.Nodes[0]
-	keys := make([]string, 256)
-	for i := range keys {
-		keys[i] = "k" + string(rune('a'+i%26)) + string(rune('a'+i/26))
-		joined.Allow(ctx, keys[i], rule)
-	}
-	j := c.Add(b)
-	var kept string
-	for _, k := range keys {
-		if j.Owner(k) == joined.Name() {
-			kept = k
-			break
-		}
-	}
-	if kept == "" || !joined.Stats().Changing || !start.Stats().Changing || steady.Stats().Changing {
+	joined, kept := keptAfterJoin(b, rule)
+	if !joined.Stats().Changing || !start.Stats().Changing || steady.Stats().Changing {
 		b.Fatal("the cases are not in the state they measure")
 	}
 	cases := []func(){
