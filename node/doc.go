@@ -7,7 +7,7 @@
 //
 //  1. This node owns the key (by its snapshot of the consistent-hash ring):
 //     it decides from its own memory (package local). Source Local; about
-//     1.2× a bare local.AllowN (the key hashed once, for the ring and the
+//     1.35× a bare local.AllowN (the key hashed once, for the ring and the
 //     local store; one lock, the local store's), no allocation.
 //  2. A peer owns it: the call is forwarded over a persistent, authenticated
 //     connection that carries many calls at once (package internal/peer). The
