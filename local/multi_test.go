@@ -206,3 +206,74 @@ func TestAllowAllHeldAt(t *testing.T) {
 		t.Fatalf("held key: %+v %v %v", ds, held, err)
 	}
 }
+
+// A state whose until has passed is gone, as a value whose TTL ran out is in
+// Valkey, whatever rule it was recorded under: AllowAll on such states
+// (here all of a key's, at the very instant the last one stops mattering)
+// decides as a limiter that never saw the key does, then and on the calls
+// after, whether the new rules change the algorithm, the window or only
+// the limit (a same-tag state, which a bucket would drain more slowly
+// under the lower limit).
+func TestAllowAllStaleStatesStartAfresh(t *testing.T) {
+	changes := map[string]func(ringlimit.Rule) ringlimit.Rule{
+		"limit": func(r ringlimit.Rule) ringlimit.Rule { r.Limit, r.Burst = 1, r.Capacity(); return r },
+		"window": func(r ringlimit.Rule) ringlimit.Rule { r.Window *= 2; return r },
+		"algorithm": func(r ringlimit.Rule) ringlimit.Rule {
+			r.Algorithm = (r.Algorithm + 1) % ringlimit.SlidingLog // another that keeps no log
+			return r
+		},
+	}
+	for _, alg := range multitest.Algorithms {
+		if alg == ringlimit.SlidingLog {
+			continue // a log never decides in place
+		}
+		for name, change := range changes {
+			t.Run(alg.String()+"/"+name, func(t *testing.T) {
+				old := multitest.Rules(alg, 10, 25)
+				clk := testclock.New(t0m)
+				a := local.New(local.Config{Clock: clk})
+				if ds, err := a.AllowAll(ctx0, "k", old, 10); err != nil || !ds[0].Allowed {
+					t.Fatalf("filling: %+v %v", ds, err)
+				}
+				var last int64
+				a.Range(func(_ string, s local.State) bool { last = max(last, s.Until); return true })
+				clk.Set(time.UnixMilli(last)) // every state stops mattering now
+				b := local.New(local.Config{Clock: clk})
+				rules := []ringlimit.Rule{change(old[0]), change(old[1])}
+				for step := range 4 {
+					da, erra := a.AllowAll(ctx0, "k", rules, 1)
+					db, errb := b.AllowAll(ctx0, "k", rules, 1)
+					if erra != nil || errb != nil || fmt.Sprint(da) != fmt.Sprint(db) {
+						t.Fatalf("step %d: AllowAll on the stale states %+v (%v), on a fresh limiter %+v (%v)", step, da, erra, db, errb)
+					}
+					clk.Advance(time.Millisecond)
+				}
+				da, _ := a.AllowN(ctx0, "k", rules[0], 0)
+				db, _ := b.AllowN(ctx0, "k", rules[0], 0)
+				if da != db {
+					t.Fatalf("AllowN after: %+v, fresh %+v", da, db)
+				}
+			})
+		}
+	}
+}
+
+// A rule that denies stops AllowAll's other rules from recording; those
+// whose state no longer matters still report a fresh state's answer.
+func TestAllowAllDenialPeeksStaleStatesAfresh(t *testing.T) {
+	clk := testclock.New(t0m)
+	l := local.New(local.Config{Clock: clk})
+	old := []ringlimit.Rule{
+		{Algorithm: ringlimit.FixedWindow, Limit: 1, Window: time.Minute},
+		{Algorithm: ringlimit.TokenBucket, Limit: 10, Window: time.Second},
+	}
+	if ds, err := l.AllowAll(ctx0, "k", old, 1); err != nil || !ds[0].Allowed || !ds[1].Allowed {
+		t.Fatalf("first call: %+v %v", ds, err)
+	}
+	clk.Advance(100 * time.Millisecond) // index 1 (one hit's 100 ms) stops mattering; index 0 denies
+	rules := []ringlimit.Rule{old[0], {Algorithm: ringlimit.TokenBucket, Limit: 1, Burst: 10, Window: time.Second}}
+	ds, err := l.AllowAll(ctx0, "k", rules, 1)
+	if err != nil || ds[0].Allowed || !ds[1].Allowed || ds[1].Remaining != 10 {
+		t.Fatalf("got %+v %v; want index 0 denied, index 1 a full bucket of 10", ds, err)
+	}
+}

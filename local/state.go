@@ -101,7 +101,8 @@ func (l *Limiter) TakeAll(key string, dst []State) []State {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var slots [ringlimit.MaxRules]int32
-	s.lookupAll(key, frag, ringlimit.MaxRules, &slots)
+	var es [ringlimit.MaxRules]*entry
+	s.lookupAll(key, frag, ringlimit.MaxRules, &slots, &es)
 	for _, i := range slots { // removing one leaves the others' slots as they are
 		if i != none {
 			if e := s.at(i); e.live(now) {

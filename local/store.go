@@ -108,9 +108,12 @@ func (s *shard) is(i int32, key string, idx uint64) bool {
 	pg := &s.pages[i>>pageShift]
 	j := i & (pageSize - 1)
 	e := &pg.e[j]
-	if e.tag&idxMask != idx<<idxShift || len(e.key) != len(key) {
-		return false
-	}
+	return e.tag&idxMask == idx<<idxShift && len(e.key) == len(key) && pg.keyIs(j, e, key)
+}
+
+// keyIs reports whether e, the entry of slot j of the page, holds key, of
+// the same length as e.key.
+func (pg *page) keyIs(j int32, e *entry, key string) bool {
 	if len(key) <= inlineKey {
 		return unsafe.String(&pg.k[j][0], len(key)) == key
 	}
@@ -461,11 +464,12 @@ func (s *shard) applyAll(ds []ringlimit.Decision, key string, frag uint32, rules
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var slots [ringlimit.MaxRules]int32
-	s.lookupAll(key, frag, len(rules), &slots)
+	var es [ringlimit.MaxRules]*entry
+	s.lookupAll(key, frag, len(rules), &slots, &es)
 	if held {
 		live := false
 		for j := range rules {
-			if i := slots[j]; i != none && s.at(i).until > now {
+			if e := es[j]; e != nil && e.until > now {
 				live = true
 				break
 			}
@@ -489,6 +493,9 @@ func (s *shard) applyAll(ds []ringlimit.Decision, key string, frag uint32, rules
 	consume := n > 0
 	if !consume {
 		n = 1
+	}
+	if consume && s.inPlace(ds, rules, &slots, &es, now, n) {
+		return true, nil
 	}
 	// Each rule decides on a copy of its state as if it recorded the hits
 	// (a sliding log, whose stamps the copy would share, only peeks, unless
@@ -554,6 +561,63 @@ func (s *shard) applyAll(ds []ringlimit.Decision, key string, frag uint32, rules
 	return true, nil
 }
 
+// inPlace is applyAll's common case, n > 0 hits on a key whose every state
+// at the rules' indexes (slots) is here and keeps no log, each live under
+// its rule or no longer mattering: each rule decides on its state in place,
+// recording, as AllowN's own fast path does (no copies, no second pass to
+// record). If a rule denies, the states that recorded are put back as they
+// were and every rule decides again as a peek, to report what it has left.
+// It reports false, having decided nothing, for any other key.
+//
+// A state that no longer matters decides as an empty one, so it is emptied
+// first and takes its rule's tag: no decision can tell (it still does not
+// matter until it records).
+func (s *shard) inPlace(ds []ringlimit.Decision, rules []ringlimit.Rule, slots *[ringlimit.MaxRules]int32, es *[ringlimit.MaxRules]*entry, now, n int64) bool {
+	for j, r := range rules {
+		e := es[j]
+		if e == nil || r.Algorithm == ringlimit.SlidingLog {
+			return false
+		}
+		if e.st.log != nil || e.tag&^dirtyBit != tagOf(r.Algorithm, uint64(j), &s.multi[j].p) && e.until > now {
+			return false // a log's bytes may change; a live state under another rule is kept
+		}
+	}
+	var was [ringlimit.MaxRules]struct{ a, b, c, until int64 }
+	for j, r := range rules {
+		e, w := es[j], &was[j]
+		if e.until <= now {
+			e.st = state{}
+			e.tag = tagOf(r.Algorithm, uint64(j), &s.multi[j].p) | e.tag&dirtyBit
+		}
+		w.a, w.b, w.c, w.until = e.st.a, e.st.b, e.st.c, e.until
+		until := decide(&ds[j], &e.st, r.Algorithm, &s.multi[j].p, now, n, true)
+		if !ds[j].Allowed { // a denial wrote nothing: undo those before it
+			for m := range j {
+				e, w := es[m], &was[m]
+				e.st.a, e.st.b, e.st.c, e.until = w.a, w.b, w.c, w.until
+			}
+			for m, r := range rules {
+				if e := es[m]; m > j && e.until <= now {
+					e.st = state{}
+					e.tag = tagOf(r.Algorithm, uint64(m), &s.multi[m].p) | e.tag&dirtyBit
+				}
+				decide(&ds[m], &es[m].st, r.Algorithm, &s.multi[m].p, now, n, false)
+			}
+			return true
+		}
+		e.until = until
+	}
+	if s.track {
+		for j := range rules {
+			if e := es[j]; e.tag&dirtyBit == 0 {
+				e.tag |= dirtyBit
+				s.dirty = append(s.dirty, slots[j])
+			}
+		}
+	}
+	return true
+}
+
 // tagOf is the tag of a state at index idx under a rule of algorithm alg
 // and params p.
 func tagOf(alg ringlimit.Algorithm, idx uint64, p *params) uint64 {
@@ -580,9 +644,10 @@ func (s *shard) record(key string, frag uint32, i int32, idx, tag uint64, st *st
 	}
 }
 
-// lookupAll sets slots[j] to the slot of key's state at index j, or none,
-// for j < k, in one pass over the key's probe run.
-func (s *shard) lookupAll(key string, frag uint32, k int, slots *[ringlimit.MaxRules]int32) {
+// lookupAll sets slots[j] to the slot of key's state at index j and es[j]
+// to its entry, or none and nil, for j < k, in one pass over the key's
+// probe run.
+func (s *shard) lookupAll(key string, frag uint32, k int, slots *[ringlimit.MaxRules]int32, es *[ringlimit.MaxRules]*entry) {
 	for j := range k {
 		slots[j] = none
 	}
@@ -594,8 +659,10 @@ func (s *shard) lookupAll(key string, frag uint32, k int, slots *[ringlimit.MaxR
 		}
 		if uint32(v>>32) == frag {
 			i := int32(uint32(v)) - 1
-			if idx := int(s.at(i).tag & idxMask >> idxShift); idx < k && slots[idx] == none && s.is(i, key, uint64(idx)) {
-				slots[idx] = i
+			pg, j := &s.pages[i>>pageShift], i&(pageSize-1)
+			e := &pg.e[j]
+			if idx := int(e.tag & idxMask >> idxShift); idx < k && es[idx] == nil && len(e.key) == len(key) && pg.keyIs(j, e, key) {
+				slots[idx], es[idx] = i, e
 				if found++; found == k {
 					return
 				}
@@ -608,7 +675,8 @@ func (s *shard) lookupAll(key string, frag uint32, k int, slots *[ringlimit.MaxR
 func (s *shard) reset(key string, frag uint32) {
 	s.mu.Lock()
 	var slots [ringlimit.MaxRules]int32
-	s.lookupAll(key, frag, ringlimit.MaxRules, &slots)
+	var es [ringlimit.MaxRules]*entry
+	s.lookupAll(key, frag, ringlimit.MaxRules, &slots, &es)
 	for _, i := range slots {
 		if i != none {
 			s.remove(i)
