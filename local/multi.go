@@ -18,20 +18,31 @@ var _ ringlimit.MultiLimiter = (*Limiter)(nil)
 // consumed). Bad input returns an error wrapping a ringlimit sentinel
 // (ErrInvalidRule for no rules or more than ringlimit.MaxRules) and records
 // nothing. It reads the clock once and is AllowAllAt at that instant; it
-// allocates the returned slice and nothing else for keys already held.
+// allocates the returned slice and nothing else for keys already held
+// (AppendAll fills a slice of the caller's).
 //
 // Each (key, index) is a state of its own for MaxKeys, MaxBytes, eviction
 // and expiry: a state is evicted by its own cost, never while its key is
 // being decided, and a key's other states outlive an evicted or expired
 // index 0 as they would in Valkey, where each is a value with its own TTL.
 func (l *Limiter) AllowAll(_ context.Context, key string, rules []ringlimit.Rule, n int64) ([]ringlimit.Decision, error) {
-	ds, _, err := l.allowAll(key, 0, false, rules, l.now(), n, false, nil)
+	ds, _, err := l.allowAll(nil, key, 0, false, rules, l.now(), n, false, nil)
+	return ds, err
+}
+
+// AppendAll is AllowAll, appending the decisions to dst and returning the
+// extended slice (on an error, dst as it was): with room for them in dst
+// it allocates nothing for keys already held, so a caller that keeps a
+// buffer (or one on its stack: var buf [ringlimit.MaxRules]ringlimit.Decision)
+// decides several limits without garbage.
+func (l *Limiter) AppendAll(_ context.Context, dst []ringlimit.Decision, key string, rules []ringlimit.Rule, n int64) ([]ringlimit.Decision, error) {
+	ds, _, err := l.allowAll(dst, key, 0, false, rules, l.now(), n, false, nil)
 	return ds, err
 }
 
 // AllowAllAt is AllowAll at the instant now instead of the clock's.
 func (l *Limiter) AllowAllAt(now time.Time, key string, rules []ringlimit.Rule, n int64) ([]ringlimit.Decision, error) {
-	ds, _, err := l.allowAll(key, 0, false, rules, now.UnixMilli(), n, false, nil)
+	ds, _, err := l.allowAll(nil, key, 0, false, rules, now.UnixMilli(), n, false, nil)
 	return ds, err
 }
 
@@ -39,33 +50,42 @@ func (l *Limiter) AllowAllAt(now time.Time, key string, rules []ringlimit.Rule, 
 // matters at one of the rules' indexes; for any other key it decides and
 // records nothing and returns false (see AllowNHeldAt).
 func (l *Limiter) AllowAllHeldAt(now time.Time, key string, rules []ringlimit.Rule, n int64) ([]ringlimit.Decision, bool, error) {
-	return l.allowAll(key, 0, false, rules, now.UnixMilli(), n, true, nil)
+	return l.allowAll(nil, key, 0, false, rules, now.UnixMilli(), n, true, nil)
 }
 
-// AllowAllIfAt is AllowAllAt for a key whose Config.Hash is h, that decides
-// a key holding no state that still matters at any of the rules' indexes
-// only if fresh reports true, called under the key's lock; else it decides
-// and records nothing and returns false (see AllowNIfAt).
-func (l *Limiter) AllowAllIfAt(now time.Time, key string, h uint64, rules []ringlimit.Rule, n int64, fresh func() bool) ([]ringlimit.Decision, bool, error) {
-	return l.allowAll(key, h, l.hash != nil, rules, now.UnixMilli(), n, true, fresh)
+// AllowAllIfAt is AppendAll at the instant now for a key whose Config.Hash
+// is h, that decides a key holding no state that still matters at any of
+// the rules' indexes only if fresh reports true, called under the key's
+// lock; else it decides and records nothing and returns dst and false (see
+// AllowNIfAt).
+func (l *Limiter) AllowAllIfAt(dst []ringlimit.Decision, now time.Time, key string, h uint64, rules []ringlimit.Rule, n int64, fresh func() bool) ([]ringlimit.Decision, bool, error) {
+	return l.allowAll(dst, key, h, l.hash != nil, rules, now.UnixMilli(), n, true, fresh)
 }
 
-// allowAll decides key, whose place is h if hashed, else hashed here.
-func (l *Limiter) allowAll(key string, h uint64, hashed bool, rules []ringlimit.Rule, now, n int64, held bool, fresh func() bool) ([]ringlimit.Decision, bool, error) {
+// allowAll decides key, whose place is h if hashed, else hashed here, and
+// appends the decisions to dst; it returns dst as it was if it decides
+// nothing.
+func (l *Limiter) allowAll(dst []ringlimit.Decision, key string, h uint64, hashed bool, rules []ringlimit.Rule, now, n int64, held bool, fresh func() bool) ([]ringlimit.Decision, bool, error) {
 	if uint(len(key)-1) >= ringlimit.MaxKeyLen {
-		return nil, false, ringlimit.ValidateKey(key)
+		return dst, false, ringlimit.ValidateKey(key)
 	}
 	if len(rules) == 0 || len(rules) > ringlimit.MaxRules {
-		return nil, false, fmt.Errorf("local: %w: %d rules, want 1 to %d", ringlimit.ErrInvalidRule, len(rules), ringlimit.MaxRules)
+		return dst, false, fmt.Errorf("local: %w: %d rules, want 1 to %d", ringlimit.ErrInvalidRule, len(rules), ringlimit.MaxRules)
 	}
 	if !hashed {
 		h = l.hashOf(key)
 	}
 	s, frag := l.place(h)
-	ds := make([]ringlimit.Decision, len(rules))
-	ok, err := s.applyAll(ds, key, frag, rules, now, n, held, fresh)
-	if err != nil || !ok {
-		return nil, false, err
+	var all []ringlimit.Decision
+	if cap(dst)-len(dst) >= len(rules) {
+		all = dst[:len(dst)+len(rules)]
+	} else { // one allocation, exactly (slices.Grow makes two under -race)
+		all = make([]ringlimit.Decision, len(dst)+len(rules))
+		copy(all, dst)
 	}
-	return ds, true, nil
+	ok, err := s.applyAll(all[len(dst):], key, frag, rules, now, n, held, fresh)
+	if err != nil || !ok {
+		return dst, false, err
+	}
+	return all, true, nil
 }

@@ -19,6 +19,17 @@ func TestAllowAllContract(t *testing.T) {
 	})
 }
 
+// AppendAll keeps the contract, into a slice with room and without.
+func TestAppendAllContract(t *testing.T) {
+	for _, room := range []bool{true, false} {
+		t.Run(fmt.Sprint("room=", room), func(t *testing.T) {
+			multitest.Run(t, "", func(t *testing.T, clk ringlimit.Clock) multitest.Limiter {
+				return multitest.Appending(t, local.New(local.Config{Clock: clk}), room)
+			})
+		})
+	}
+}
+
 var (
 	ctx0 = context.Background()
 	t0m  = multitest.T0
@@ -36,6 +47,14 @@ func TestAllowAllAllocatesOnlyItsResult(t *testing.T) {
 		})
 		if allocs != 1 {
 			t.Errorf("%s: %v allocs per AllowAll on an existing key, want 1 (the result)", alg, allocs)
+		}
+		var buf [ringlimit.MaxRules]ringlimit.Decision
+		allocs = testing.AllocsPerRun(500, func() {
+			clk.Advance(time.Millisecond)
+			l.AppendAll(ctx0, buf[:0], "hot", rules, 1)
+		})
+		if allocs != 0 {
+			t.Errorf("%s: %v allocs per AppendAll on an existing key into a slice with room, want 0", alg, allocs)
 		}
 	}
 }
@@ -216,7 +235,7 @@ func TestAllowAllHeldAt(t *testing.T) {
 // under the lower limit).
 func TestAllowAllStaleStatesStartAfresh(t *testing.T) {
 	changes := map[string]func(ringlimit.Rule) ringlimit.Rule{
-		"limit": func(r ringlimit.Rule) ringlimit.Rule { r.Limit, r.Burst = 1, r.Capacity(); return r },
+		"limit":  func(r ringlimit.Rule) ringlimit.Rule { r.Limit, r.Burst = 1, r.Capacity(); return r },
 		"window": func(r ringlimit.Rule) ringlimit.Rule { r.Window *= 2; return r },
 		"algorithm": func(r ringlimit.Rule) ringlimit.Rule {
 			r.Algorithm = (r.Algorithm + 1) % ringlimit.SlidingLog // another that keeps no log

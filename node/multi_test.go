@@ -37,6 +37,9 @@ func (r *roundRobin) Reset(ctx context.Context, key string) error { return r.pic
 func (r *roundRobin) AllowAll(ctx context.Context, key string, rules []ringlimit.Rule, n int64) ([]ringlimit.Decision, error) {
 	return r.pick().AllowAll(ctx, key, rules, n)
 }
+func (r *roundRobin) AppendAll(ctx context.Context, dst []ringlimit.Decision, key string, rules []ringlimit.Rule, n int64) ([]ringlimit.Decision, error) {
+	return r.pick().AppendAll(ctx, dst, key, rules, n)
+}
 
 // The contract across a 3-node cluster on a frozen clock, every call sent
 // to the next node (owned and forwarded alike).
@@ -53,6 +56,20 @@ func TestAllowAllContract(t *testing.T) {
 	}
 	if fw == 0 || dec == 0 {
 		t.Fatalf("nothing forwarded (%d forwards, %d peer decisions)", fw, dec)
+	}
+}
+
+// AppendAll keeps the contract on every node, owned and forwarded, into a
+// slice with room and without.
+func TestAppendAllContract(t *testing.T) {
+	clk := testclock.New(multitest.T0)
+	c := nodetest.Start(t, 3, func(cfg *node.Config) { cfg.Clock = clk })
+	for _, room := range []bool{true, false} {
+		t.Run(fmt.Sprint("room=", room), func(t *testing.T) {
+			multitest.Run(t, fmt.Sprint(room), func(t *testing.T, _ ringlimit.Clock) multitest.Limiter {
+				return multitest.Appending(t, &roundRobin{nodes: c.Nodes}, room)
+			})
+		})
 	}
 }
 
@@ -138,6 +155,16 @@ func TestAllowAllIsOneDecision(t *testing.T) {
 	if n != 3 {
 		t.Fatalf("the metrics counted %d decisions for 3 AllowAll calls", n)
 	}
+	// A call that its second rule alone denies is a denial.
+	loose, own2 := []ringlimit.Rule{rules[1], rules[0]}, keysOwnedBy(a, a.Name(), 2)[1]
+	for i, n := range []int64{6, 5} {
+		if ds, err := a.AllowAll(ctx, own2, loose, n); err != nil || !ds[0].Allowed || ds[1].Allowed != (i == 0) {
+			t.Fatalf("call %d: want the second rule alone to deny the second call: %+v %v", i, ds, err)
+		}
+	}
+	if got := a.DecisionStats().Counts[ringlimit.Local]; got[node.ResultAllowed] != 3 || got[node.ResultDenied] != 1 {
+		t.Fatalf("local decisions by result %v, want 3 allowed and 1 denied", got)
+	}
 }
 
 func TestAllowAllOwnedAllocatesOnlyItsResult(t *testing.T) {
@@ -148,10 +175,16 @@ func TestAllowAllOwnedAllocatesOnlyItsResult(t *testing.T) {
 	if allocs := testing.AllocsPerRun(500, func() { a.AllowAll(ctx, "k", rules, 1) }); allocs != 1 {
 		t.Fatalf("%v allocs per owned AllowAll, want 1 (the result)", allocs)
 	}
+	var buf [ringlimit.MaxRules]ringlimit.Decision
+	if allocs := testing.AllocsPerRun(500, func() { a.AppendAll(ctx, buf[:0], "k", rules, 1) }); allocs != 0 {
+		t.Fatalf("%v allocs per owned AppendAll into a slice with room, want 0", allocs)
+	}
 }
 
-// BenchmarkAllowAll sets AllowAll with 2 rules beside one AllowN, owned and
-// forwarded, in one run (the bound: ≤ 1.5×).
+// BenchmarkAllowAll sets AllowAll with 2 rules, and AppendAll with 2 rules
+// into a slice with room, beside one AllowN, owned and forwarded, in one run
+// (the bound: ≤ 1.5×; BenchmarkAllowAllSideBySide interleaves the
+// owned cases).
 func BenchmarkAllowAll(b *testing.B) {
 	c := settled(b, 2, nil)
 	a, o := c.Nodes[0], c.Nodes[1]
@@ -162,20 +195,20 @@ func BenchmarkAllowAll(b *testing.B) {
 			owner = o.Name()
 		}
 		keys := keysOwnedBy(a, owner, 1024)
-		for _, k := range []int{0, 2} {
-			name := "AllowN"
-			if k > 0 {
-				name = fmt.Sprintf("AllowAll-%d", k)
-			}
+		for _, name := range []string{"AllowN", "AllowAll-2", "AppendAll-2"} {
 			b.Run(where+"/"+name, func(b *testing.B) {
 				b.ReportAllocs()
+				var buf [ringlimit.MaxRules]ringlimit.Decision
 				i := 0
 				for b.Loop() {
 					var err error
-					if k == 0 {
+					switch name {
+					case "AllowN":
 						_, err = a.AllowN(ctx, keys[i&1023], rules[0], 1)
-					} else {
-						_, err = a.AllowAll(ctx, keys[i&1023], rules[:k], 1)
+					case "AllowAll-2":
+						_, err = a.AllowAll(ctx, keys[i&1023], rules, 1)
+					default:
+						_, err = a.AppendAll(ctx, buf[:0], keys[i&1023], rules, 1)
 					}
 					if err != nil {
 						b.Fatal(err)

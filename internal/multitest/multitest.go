@@ -266,3 +266,50 @@ func concurrent(t *testing.T, prefix string, alg ringlimit.Algorithm, newL New) 
 		}
 	}
 }
+
+// Appender is a Limiter that also appends AllowAll's decisions to a slice
+// the caller gives it (local and node: their owned path allocates nothing
+// when the slice has room).
+type Appender interface {
+	Limiter
+	AppendAll(ctx context.Context, dst []ringlimit.Decision, key string, rules []ringlimit.Rule, n int64) ([]ringlimit.Decision, error)
+}
+
+// Appending is a's AllowAll made through its AppendAll, into a slice that
+// already holds one decision and has room for the call's (if room) or not:
+// it fails t if that decision changes, if an error returns another slice
+// than the one given, or if a slice with room is not the one filled.
+func Appending(t *testing.T, a Appender, room bool) Limiter { return &appending{a, t, room} }
+
+type appending struct {
+	Appender
+	t    *testing.T
+	room bool
+}
+
+// before is the decision the slice holds before the call.
+var before = ringlimit.Decision{Limit: -7, Remaining: -7, Source: ringlimit.Fallback}
+
+func (a *appending) AllowAll(ctx context.Context, key string, rules []ringlimit.Rule, n int64) ([]ringlimit.Decision, error) {
+	c := 1
+	if a.room {
+		c += len(rules)
+	}
+	dst := make([]ringlimit.Decision, 1, c)
+	dst[0] = before
+	out, err := a.AppendAll(ctx, dst, key, rules, n)
+	switch {
+	case len(out) == 0 || out[0] != before:
+		a.t.Errorf("AppendAll(%q) lost the decision dst held: %+v", key, out)
+	case err != nil && (len(out) != 1 || &out[0] != &dst[0]):
+		a.t.Errorf("AppendAll(%q) returned %d decisions with the error %v, want dst as it was", key, len(out)-1, err)
+	case err == nil && len(out) != 1+len(rules):
+		a.t.Errorf("AppendAll(%q) appended %d decisions for %d rules", key, len(out)-1, len(rules))
+	case err == nil && a.room && &out[0] != &dst[0]:
+		a.t.Errorf("AppendAll(%q) did not fill the slice with room", key)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out[1:], nil
+}
