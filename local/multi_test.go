@@ -177,29 +177,30 @@ func TestAllowAllAtUsesItsInstant(t *testing.T) {
 	}
 }
 
-// BenchmarkAllowAll sets AllowAll with 2 rules beside one AllowN on a hot
-// key, per algorithm (the bound: ≤ 1.5×).
+// BenchmarkAllowAll sets AllowAll with 2 rules, and AppendAll with 2 rules
+// into a slice with room, beside one AllowN on a hot key, per algorithm
+// (the bound: ≤ 1.5×).
 func BenchmarkAllowAll(b *testing.B) {
 	for _, alg := range multitest.Algorithms {
 		rules := []ringlimit.Rule{
 			{Algorithm: alg, Limit: 1_000_000, Window: time.Second},
 			{Algorithm: alg, Limit: 100_000_000, Window: time.Minute},
 		}
-		for _, k := range []int{0, 2} {
-			name := "AllowN"
-			if k > 0 {
-				name = fmt.Sprintf("AllowAll-%d", k)
-			}
+		for _, name := range []string{"AllowN", "AllowAll-2", "AppendAll-2"} {
 			b.Run(alg.String()+"/"+name, func(b *testing.B) {
 				clk := testclock.New(t0m)
 				l := local.New(local.Config{Clock: clk})
+				var buf [ringlimit.MaxRules]ringlimit.Decision
 				b.ReportAllocs()
 				for b.Loop() {
 					clk.Advance(time.Microsecond)
-					if k == 0 {
+					switch name {
+					case "AllowN":
 						l.AllowN(ctx0, "hot", rules[0], 1)
-					} else {
-						l.AllowAll(ctx0, "hot", rules[:k], 1)
+					case "AllowAll-2":
+						l.AllowAll(ctx0, "hot", rules, 1)
+					default:
+						l.AppendAll(ctx0, buf[:0], "hot", rules, 1)
 					}
 				}
 			})
