@@ -3,8 +3,6 @@
 package node_test
 
 import (
-	"runtime"
-	"slices"
 	"testing"
 	"time"
 
@@ -31,45 +29,13 @@ func BenchmarkAllowAllSideBySide(b *testing.B) {
 		func() { a.AllowAll(ctx, keys[i&1023], rules, 1); i++ },
 		func() { a.AppendAll(ctx, buf[:0], keys[i&1023], rules, 1); i++ },
 	}
-	names := []string{"AllowN", "AllowAll", "AppendAll"}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	const per = 20000
-	rounds := max(b.N/(per*len(cases)), 15)
-	wall := make([][]float64, len(cases))
-	cpu := make([][]float64, len(cases))
-	b.ResetTimer()
-	for range rounds {
-		for k, f := range cases {
-			f()
-			t0, w0 := threadCPU(), time.Now()
-			for range per {
-				f()
-			}
-			cpu[k] = append(cpu[k], float64(threadCPU()-t0)/per)
-			wall[k] = append(wall[k], float64(time.Since(w0))/per)
-		}
-	}
-	b.StopTimer()
-	median := func(v []float64) float64 {
-		v = slices.Clone(v)
-		slices.Sort(v)
-		return v[len(v)/2]
-	}
-	ratio := func(m [][]float64, a, d int) float64 {
-		r := make([]float64, rounds)
-		for k := range r {
-			r[k] = m[a][k] / m[d][k]
-		}
-		return median(r)
-	}
-	for k, name := range names {
+	wall, cpu := interleaved(b, 20000, cases...)
+	for k, name := range []string{"AllowN", "AllowAll", "AppendAll"} {
 		b.ReportMetric(median(wall[k]), name+"-ns")
 		b.ReportMetric(median(cpu[k]), name+"-cpu-ns")
 		if k > 0 {
-			b.ReportMetric(ratio(wall, k, 0), name+"/AllowN")
-			b.ReportMetric(ratio(cpu, k, 0), name+"-cpu/AllowN")
+			b.ReportMetric(medianRatio(wall, k, 0), name+"/AllowN")
+			b.ReportMetric(medianRatio(cpu, k, 0), name+"-cpu/AllowN")
 		}
 	}
 }
-

@@ -48,40 +48,53 @@ func BenchmarkOwnedDecisionCPU(b *testing.B) {
 		func() { start.Allow(ctx, "hot", rule) },
 		func() { joined.Allow(ctx, kept, rule) },
 	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	const per = 20000
-	rounds := max(b.N/(per*len(cases)), 15)
-	ns := make([][]float64, len(cases))
-	b.ResetTimer()
-	for range rounds {
-		for i, f := range cases {
-			f()
-			t0 := threadCPU()
-			for range per {
-				f()
-			}
-			ns[i] = append(ns[i], float64(threadCPU()-t0)/per)
-		}
-	}
-	b.StopTimer()
-	median := func(v []float64) float64 {
-		v = slices.Clone(v)
-		slices.Sort(v)
-		return v[len(v)/2]
-	}
-	ratio := func(a, d int) float64 {
-		r := make([]float64, rounds)
-		for k := range r {
-			r[k] = ns[a][k] / ns[d][k]
-		}
-		return median(r)
-	}
+	_, ns := interleaved(b, 20000, cases...)
 	b.ReportMetric(median(ns[0]), "local-cpu-ns")
 	b.ReportMetric(median(ns[1]), "steady-cpu-ns")
 	b.ReportMetric(median(ns[2]), "start-cpu-ns")
 	b.ReportMetric(median(ns[3]), "join-cpu-ns")
-	b.ReportMetric(ratio(1, 0), "steady/local")
-	b.ReportMetric(ratio(2, 1), "start/steady")
-	b.ReportMetric(ratio(3, 1), "join/steady")
+	b.ReportMetric(medianRatio(ns, 1, 0), "steady/local")
+	b.ReportMetric(medianRatio(ns, 2, 1), "start/steady")
+	b.ReportMetric(medianRatio(ns, 3, 1), "join/steady")
+}
+
+// interleaved runs the cases in rounds, each case per calls a round (after
+// one call that is not timed), as many rounds as b.N asks and at least 15,
+// on one locked thread, so that a machine loaded by other work shifts them
+// alike. It returns the ns per call of each case in each round, in wall
+// time and in the calling thread's CPU time.
+func interleaved(b *testing.B, per int, cases ...func()) (wall, cpu [][]float64) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	rounds := max(b.N/(per*len(cases)), 15)
+	wall, cpu = make([][]float64, len(cases)), make([][]float64, len(cases))
+	b.ResetTimer()
+	for range rounds {
+		for i, f := range cases {
+			f()
+			t0, w0 := threadCPU(), time.Now()
+			for range per {
+				f()
+			}
+			cpu[i] = append(cpu[i], float64(threadCPU()-t0)/float64(per))
+			wall[i] = append(wall[i], float64(time.Since(w0))/float64(per))
+		}
+	}
+	b.StopTimer()
+	return wall, cpu
+}
+
+func median(v []float64) float64 {
+	v = slices.Clone(v)
+	slices.Sort(v)
+	return v[len(v)/2]
+}
+
+// medianRatio is the median over the rounds of case a's time ÷ case d's.
+func medianRatio(ns [][]float64, a, d int) float64 {
+	r := make([]float64, len(ns[a]))
+	for k := range r {
+		r[k] = ns[a][k] / ns[d][k]
+	}
+	return median(r)
 }
