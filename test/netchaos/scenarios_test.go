@@ -47,6 +47,24 @@ func (c *cluster) views() string {
 	return strings.Join(s, ", ")
 }
 
+// holdFault holds a fault begun at ru.from until hold has passed. The
+// fault may leave every ring as it was, so its detect is the first store
+// or fail-open decision. Then holdFault ends it with heal and waits until
+// every node sees every member again: its recover. It returns what each
+// node saw at the end of the fault, for the note.
+func (ru *run) holdFault(hold time.Duration, heal func()) string {
+	c := ru.c
+	ru.r.Detect = ru.l.FirstSource(ru.from, hold, "store", "fallback")
+	time.Sleep(time.Until(ru.from.Add(hold))) // the fault lasts
+	during := c.views()
+	healed := time.Now()
+	heal()
+	c.WaitConverged(c.Names(), 30*time.Second)
+	ru.r.Recover = time.Since(healed)
+	ru.recovered()
+	return during
+}
+
 // 1. A full partition 3|2 (every packet between the sides dropped, both
 // ways; the store reachable from both), then healed.
 func partition(t *testing.T, im images, hold time.Duration) row {
@@ -77,14 +95,7 @@ func asymmetric(t *testing.T, im images, hold time.Duration) row {
 	perm := rand.Perm(5)
 	a, b := perm[0], perm[1]
 	c.cnodes[a].ctr.Load().iptables(t, []string{"-A", "INPUT", "-s", c.cnodes[b].ip(), "-j", "DROP"})
-	ru.r.Detect = ru.l.FirstSource(ru.from, hold, "store", "fallback")
-	time.Sleep(time.Until(ru.from.Add(hold))) // the fault lasts
-	during := c.views()
-	heal := time.Now()
-	c.heal()
-	c.WaitConverged(c.Names(), 30*time.Second)
-	ru.r.Recover = time.Since(heal)
-	ru.recovered()
+	during := ru.holdFault(hold, c.heal)
 	an, bn := c.cnodes[a].Name(), c.cnodes[b].Name()
 	drops := c.drops()
 	ru.r.Note = fmt.Sprintf("%s drops every packet from %s; at the end of the fault %s", an, bn, during)
@@ -103,14 +114,7 @@ func loss(t *testing.T, im images, p float64, hold time.Duration) row {
 	ru := begin(t, im, five(), chaosRule)
 	c, v := ru.c, pick(5)
 	c.loss(v, p)
-	ru.r.Detect = ru.l.FirstSource(ru.from, hold, "store", "fallback")
-	time.Sleep(time.Until(ru.from.Add(hold))) // the loss lasts
-	during := c.views()
-	heal := time.Now()
-	c.heal()
-	c.WaitConverged(c.Names(), 30*time.Second)
-	ru.r.Recover = time.Since(heal)
-	ru.recovered()
+	during := ru.holdFault(hold, c.heal)
 	drops := c.drops()
 	ru.r.Note = fmt.Sprintf("the victim is %s; at the end of the loss %s", c.cnodes[v].Name(), during)
 	return ru.finish([]int{v}, c.Others(), func(k string) int {
@@ -127,14 +131,7 @@ func latency(t *testing.T, im images, d, hold time.Duration) row {
 	c, v := ru.c, pick(5)
 	end := c.delay(v, d, im.nfdelay)
 	ru.from = time.Now()
-	ru.r.Detect = ru.l.FirstSource(ru.from, hold, "store", "fallback")
-	time.Sleep(time.Until(ru.from.Add(hold))) // the delay lasts
-	during := c.views()
-	heal := time.Now()
-	end()
-	c.WaitConverged(c.Names(), 30*time.Second)
-	ru.r.Recover = time.Since(heal)
-	ru.recovered()
+	during := ru.holdFault(hold, end)
 	drops := c.drops()
 	ru.r.Note = fmt.Sprintf("the victim is %s (every packet it sent held %s); at the end of the delay %s",
 		c.cnodes[v].Name(), d, during)
@@ -169,14 +166,7 @@ func peerBlocked(t *testing.T, im images, hold time.Duration) row {
 	ru := begin(t, im, five(), chaosRule)
 	c, v := ru.c, pick(5)
 	c.blockPort(v, rpcPort)
-	ru.r.Detect = ru.l.FirstSource(ru.from, hold, "store", "fallback")
-	time.Sleep(time.Until(ru.from.Add(hold))) // the block lasts
-	during := c.views()
-	heal := time.Now()
-	c.heal()
-	c.WaitConverged(c.Names(), 30*time.Second)
-	ru.r.Recover = time.Since(heal)
-	ru.recovered()
+	during := ru.holdFault(hold, c.heal)
 	ru.r.Note = fmt.Sprintf("the victim is %s; at the end of the block %s", c.cnodes[v].Name(), during)
 	return ru.finish([]int{v}, c.Others(), func(string) int { return chaoskit.CutOffBound(chaosRule.Limit, 1) })
 }
