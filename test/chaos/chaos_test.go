@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/ringlimit/ringlimit/test/internal/chaoskit"
 )
 
 // raceEnabled is set by race_test.go under -race.
@@ -43,7 +45,7 @@ func TestChaos(t *testing.T) {
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			r := sc.run(t, bin)
-			r.name, r.failed = sc.name, t.Failed()
+			r.Name, r.Failed = sc.name, t.Failed()
 			rows = append(rows, r)
 		})
 	}
@@ -68,10 +70,10 @@ func TestChaos(t *testing.T) {
 type run struct {
 	t     *testing.T
 	c     *cluster
-	l     *load
+	l     *chaoskit.Load
 	keys  []string
 	owner map[string]string
-	base  map[int]nodeStats
+	base  map[int]chaoskit.Stats
 	from  time.Time // the fault began
 	to    time.Time // the cluster had recovered
 	r     row
@@ -84,19 +86,13 @@ const keysPerNode = 8
 // starts the load.
 func begin(t *testing.T, bin string, n int) *run {
 	c := startCluster(t, bin, n)
-	keys, owner := makeKeys(t.Name(), c.names(), keysPerNode)
-	warm, _ := makeKeys(t.Name()+"-warm", c.names(), 2)
-	wl := startLoad(c, warm)
-	time.Sleep(500 * time.Millisecond) // the warm-up's length
-	wl.stop()
-	if wl.errs > 0 {
-		t.Fatalf("errors during warm-up: %v", wl.errSamples)
-	}
-	ru := &run{t: t, c: c, keys: keys, owner: owner, base: map[int]nodeStats{}}
+	keys, owner := chaoskit.MakeKeys(t.Name(), c.Names(), keysPerNode)
+	chaoskit.WarmUp(t, loadConfig(), c.Targets())
+	ru := &run{t: t, c: c, keys: keys, owner: owner, base: map[int]chaoskit.Stats{}}
 	for i := range c.procs {
 		ru.base[i] = settledStats(t, c, i)
 	}
-	ru.l = startLoad(c, keys)
+	ru.l = c.startLoad(keys)
 	time.Sleep(time.Second) // load before the fault: every key reaches its limit
 	ru.from = time.Now()
 	return ru
@@ -104,16 +100,17 @@ func begin(t *testing.T, bin string, n int) *run {
 
 // settledStats polls node i's stats until two readings a little apart agree
 // on goroutines and files (connections the harness just closed are gone).
-func settledStats(t *testing.T, c *cluster, i int) nodeStats {
+func settledStats(t *testing.T, c *cluster, i int) chaoskit.Stats {
 	t.Helper()
+	n := c.Nodes[i]
 	deadline := time.Now().Add(5 * time.Second)
-	prev, err := c.stats(i)
+	prev, err := n.Stats()
 	for {
 		if err != nil {
-			t.Fatalf("stats %s: %v", c.procs[i].name, err)
+			t.Fatalf("stats %s: %v", n.Name(), err)
 		}
 		time.Sleep(50 * time.Millisecond) // between readings
-		s, err2 := c.stats(i)
+		s, err2 := n.Stats()
 		if err2 == nil && s.Goroutines == prev.Goroutines && s.FDs == prev.FDs || time.Now().After(deadline) {
 			return s
 		}
@@ -128,89 +125,54 @@ func (ru *run) recovered() { ru.to = time.Now() }
 // every key against bound (the fallback admissions of a key are added to its
 // bound only if allowFallback). victims are the node indexes faulted.
 func (ru *run) finish(victims, survivors []int, bound func(key string) int, allowFallback bool) row {
-	t, c, l := ru.t, ru.c, ru.l
+	t, c := ru.t, ru.c
 	if ru.to.IsZero() {
 		ru.recovered()
 	}
 	time.Sleep(500 * time.Millisecond) // load after recovery
-	l.stop()
+	res := ru.l.Stop()
 	r := &ru.r
-	r.nodes = len(c.procs)
-	r.calls, r.errs, r.deadCalls, r.deadErrs = l.calls, l.errs, l.deadCalls, l.deadErrs
-	r.sources = l.sources
-
-	// Callers of nodes that stayed up never see an error.
-	if l.errs > 0 {
-		t.Errorf("%d caller errors from nodes that were up, e.g. %q", l.errs, l.errSamples)
-	}
+	r.Nodes = len(c.procs)
 
 	// Latency: during the fault, and the worst of the whole run.
-	during := l.latencies(ru.from, ru.to)
-	all := l.latencies(time.Time{}, time.Now().Add(time.Hour))
-	r.p50, r.p99 = percentile(during, 0.50), percentile(during, 0.99)
-	if len(all) > 0 {
-		r.max = all[len(all)-1]
-	}
-	if r.max > maxCallLatency {
+	all := r.Report(t, res, ru.from, ru.to)
+	if r.Max > maxCallLatency {
 		n := len(all) - sort(all, maxCallLatency)
 		t.Errorf("%d calls took longer than %s (forward %s + store %s + margin %s); the slowest %s",
-			n, maxCallLatency, forwardTimeout, storeTimeout, callMargin, r.max)
+			n, maxCallLatency, forwardTimeout, storeTimeout, callMargin, r.Max)
 	}
 
 	// Admissions against the limit.
 	victimNames := map[string]bool{}
 	for _, i := range victims {
-		victimNames[c.procs[i].name] = true
+		victimNames[c.procs[i].Name()] = true
 	}
 	for _, k := range ru.keys {
-		ks := l.perKey[k]
+		ks := res.PerKey[k]
 		if ks == nil {
 			t.Errorf("key %s: no calls", k)
 			continue
 		}
-		g := &r.other
+		g := &r.Other
 		if victimNames[ru.owner[k]] {
-			g = &r.victim
+			g = &r.Victim
 		}
-		g.keys++
-		g.admitted += ks.allowed
-		g.limit += ruleLimit
-		g.fallback += ks.allowedFrom["fallback"]
-		g.worst = max(g.worst, float64(ks.allowed)/ruleLimit)
 		b := bound(k)
+		g.Add(ks, ruleLimit, b)
 		if allowFallback {
-			b += ks.allowedFrom["fallback"]
+			b += ks.AllowedFrom["fallback"]
 		}
-		g.bound = max(g.bound, float64(bound(k))/ruleLimit)
-		if ks.allowed > b {
+		if ks.Allowed > b {
 			t.Errorf("key %s (owner %s): admitted %d, bound %d (limit %d; by source %v, by node %v)",
-				k, ru.owner[k], ks.allowed, b, ruleLimit, ks.allowedFrom, ks.allowedBy)
+				k, ru.owner[k], ks.Allowed, b, ruleLimit, ks.AllowedFrom, ks.AllowedBy)
 		}
-		if ks.attempts < 2*ruleLimit {
-			t.Errorf("key %s: only %d calls: too few to test the limit", k, ks.attempts)
+		if ks.Attempts < 2*ruleLimit {
+			t.Errorf("key %s: only %d calls: too few to test the limit", k, ks.Attempts)
 		}
 	}
 
 	// No leaks: a survivor's goroutines and files come back near baseline.
-	for _, i := range survivors {
-		b := ru.base[i]
-		deadline := time.Now().Add(10 * time.Second)
-		var s nodeStats
-		var err error
-		for {
-			s, err = c.stats(i)
-			if err == nil && s.Goroutines <= b.Goroutines+goroutineSlack && s.FDs <= b.FDs+fdSlack {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("%s leaks: goroutines %d → %d, fds %d → %d (err %v)",
-					c.procs[i].name, b.Goroutines, s.Goroutines, b.FDs, s.FDs, err)
-				break
-			}
-			time.Sleep(50 * time.Millisecond) // poll interval
-		}
-		r.leak = append(r.leak, fmt.Sprintf("%s %d→%d/%d→%d", c.procs[i].name, b.Goroutines, s.Goroutines, b.FDs, s.FDs))
-	}
+	r.Leak = c.CheckLeaks(ru.base, survivors)
 	return *r
 }
 

@@ -5,11 +5,8 @@ import (
 	"net"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
-
-	"github.com/ringlimit/ringlimit/internal/valkeytest"
 )
 
 // Fixed ports come from below the kernel's ephemeral range (32768 and up
@@ -64,12 +61,4 @@ func tail(path string) string {
 		b = b[len(b)-2000:]
 	}
 	return "\n" + string(b)
-}
-
-func storeName() string {
-	b := valkeytest.Binary()
-	if b == "" {
-		return "store"
-	}
-	return b[strings.LastIndex(b, "/")+1:]
 }

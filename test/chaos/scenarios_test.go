@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ringlimit/ringlimit/test/internal/chaoskit"
 )
 
 // pick returns a random node index.
@@ -18,14 +20,14 @@ func nodeKill(t *testing.T, bin string, hold time.Duration) row {
 	ru := begin(t, bin, 3)
 	c, v := ru.c, pick(3)
 	c.kill(v)
-	ru.r.detect = c.waitView(c.others(v), c.without(v), 10*time.Second)
+	ru.r.Detect = c.WaitView(c.Others(v), c.Without(v), 10*time.Second)
 	time.Sleep(hold) // the node stays dead
-	ru.r.recover = c.restart(v)
+	ru.r.Recover = c.restart(v)
 	ru.recovered()
-	victim := c.procs[v].name
-	ru.r.note = "the victim is " + victim
-	return ru.finish([]int{v}, c.others(v), func(k string) int {
-		return keyBound(ruleLimit, b2i(ru.owner[k] == victim), true, 1)
+	victim := c.procs[v].Name()
+	ru.r.Note = "the victim is " + victim
+	return ru.finish([]int{v}, c.Others(v), func(k string) int {
+		return chaoskit.KeyBound(ruleLimit, b2i(ru.owner[k] == victim), true, 1)
 	}, false)
 }
 
@@ -34,12 +36,12 @@ func nodeKill(t *testing.T, bin string, hold time.Duration) row {
 func rollingRestart(t *testing.T, bin string) row {
 	ru := begin(t, bin, 3)
 	c := ru.c
-	all := c.others()
+	all := c.Others()
 	for i := range c.procs {
 		c.term(i)
-		ru.r.detect = max(ru.r.detect, c.waitView(c.others(i), c.without(i), 10*time.Second))
+		ru.r.Detect = max(ru.r.Detect, c.WaitView(c.Others(i), c.Without(i), 10*time.Second))
 		c.exited(i)
-		ru.r.recover = max(ru.r.recover, c.restart(i))
+		ru.r.Recover = max(ru.r.Recover, c.restart(i))
 	}
 	ru.recovered()
 	// Every key's state was handed on at each leave: nothing extra.
@@ -51,19 +53,19 @@ func rollingRestart(t *testing.T, bin string) row {
 func nodeStop(t *testing.T, bin string, hold time.Duration) row {
 	ru := begin(t, bin, 3)
 	c, v := ru.c, pick(3)
-	c.down(v)
+	c.procs[v].Down()
 	c.signal(v, syscall.SIGSTOP)
 	stopped := time.Now()
-	ru.r.detect = c.waitView(c.others(v), c.without(v), hold)
+	ru.r.Detect = c.WaitView(c.Others(v), c.Without(v), hold)
 	time.Sleep(time.Until(stopped.Add(hold))) // the rest of the stop
 	c.signal(v, syscall.SIGCONT)
-	ru.r.recover = c.waitConverged(c.names(), 15*time.Second)
-	c.procs[v].up.Store(true)
+	ru.r.Recover = c.WaitConverged(c.Names(), 15*time.Second)
+	c.procs[v].On()
 	ru.recovered()
-	victim := c.procs[v].name
-	ru.r.note = "the victim is " + victim
-	return ru.finish([]int{v}, c.others(v), func(k string) int {
-		return keyBound(ruleLimit, b2i(ru.owner[k] == victim), false, 1)
+	victim := c.procs[v].Name()
+	ru.r.Note = "the victim is " + victim
+	return ru.finish([]int{v}, c.Others(v), func(k string) int {
+		return chaoskit.KeyBound(ruleLimit, b2i(ru.owner[k] == victim), false, 1)
 	}, false)
 }
 
@@ -86,7 +88,7 @@ func storeFault(t *testing.T, bin string, hold time.Duration, kill bool) row {
 	ru := begin(t, bin, 3)
 	c, v := ru.c, pick(3)
 	c.cutPeers(v)
-	if ru.l.firstSource(time.Now(), "store", 5*time.Second) < 0 {
+	if ru.l.FirstSource(time.Now(), 5*time.Second, "store") < 0 {
 		t.Fatal("no store decisions with the peer links cut")
 	}
 	ru.from = time.Now()
@@ -95,7 +97,7 @@ func storeFault(t *testing.T, bin string, hold time.Duration, kill bool) row {
 	} else {
 		c.store.Pause()
 	}
-	ru.r.detect = ru.l.firstSource(ru.from, "fallback", hold)
+	ru.r.Detect = ru.l.FirstSource(ru.from, hold, "fallback")
 	time.Sleep(time.Until(ru.from.Add(hold))) // the store stays down
 	back := time.Now()
 	storeInc := 1
@@ -105,17 +107,17 @@ func storeFault(t *testing.T, bin string, hold time.Duration, kill bool) row {
 	} else {
 		c.store.Resume()
 	}
-	ru.r.recover = ru.l.firstSource(back, "store", 10*time.Second)
-	if ru.r.recover < 0 {
+	ru.r.Recover = ru.l.FirstSource(back, 10*time.Second, "store")
+	if ru.r.Recover < 0 {
 		t.Errorf("no store decisions within 10s of the store's return")
 	}
 	c.heal()
 	ru.recovered()
-	victim := c.procs[v].name
-	ru.r.note = fmt.Sprintf("the victim is %s, whose inbound peer links were cut throughout (it stayed up and in every ring)", victim)
-	return ru.finish([]int{v}, c.others(), func(k string) int {
+	victim := c.procs[v].Name()
+	ru.r.Note = fmt.Sprintf("the victim is %s, whose inbound peer links were cut throughout (it stayed up and in every ring)", victim)
+	return ru.finish([]int{v}, c.Others(), func(k string) int {
 		if ru.owner[k] == victim {
-			return cutOffBound(ruleLimit, storeInc)
+			return chaoskit.CutOffBound(ruleLimit, storeInc)
 		}
 		return ruleLimit
 	}, true)
@@ -127,18 +129,18 @@ func bothKill(t *testing.T, bin string, hold time.Duration) row {
 	c, v := ru.c, pick(3)
 	c.store.Kill()
 	c.kill(v)
-	ru.r.detect = c.waitView(c.others(v), c.without(v), 10*time.Second)
+	ru.r.Detect = c.WaitView(c.Others(v), c.Without(v), 10*time.Second)
 	time.Sleep(hold) // both stay dead
 	start := time.Now()
 	c.store.Restart()
 	c.restart(v)
-	ru.r.recover = time.Since(start)
+	ru.r.Recover = time.Since(start)
 	ru.recovered()
-	victim := c.procs[v].name
-	ru.r.note = "the victim is " + victim
+	victim := c.procs[v].Name()
+	ru.r.Note = "the victim is " + victim
 	// Two store incarnations; fail-open admissions on top.
-	return ru.finish([]int{v}, c.others(v), func(k string) int {
-		return keyBound(ruleLimit, b2i(ru.owner[k] == victim), true, 2)
+	return ru.finish([]int{v}, c.Others(v), func(k string) int {
+		return chaoskit.KeyBound(ruleLimit, b2i(ru.owner[k] == victim), true, 2)
 	}, true)
 }
 
@@ -149,52 +151,51 @@ func partition(t *testing.T, bin string, hold time.Duration) row {
 	ru := begin(t, bin, 3)
 	c := ru.c
 	lone := pick(3)
-	major := c.others(lone)
+	major := c.Others(lone)
 	c.partition(major, []int{lone})
-	ru.r.detect = max(
-		c.waitView(major, c.without(lone), 10*time.Second),
-		c.waitView([]int{lone}, []string{c.procs[lone].name}, 10*time.Second))
+	ru.r.Detect = max(
+		c.WaitView(major, c.Without(lone), 10*time.Second),
+		c.WaitView([]int{lone}, []string{c.procs[lone].Name()}, 10*time.Second))
 
 	// Keys first used while split: each side is exact on its own.
-	pkeys, _ := makeKeys(t.Name()+"-split", c.names(), keysPerNode)
-	ru.l.setKeys(pkeys)
+	pkeys, _ := chaoskit.MakeKeys(t.Name()+"-split", c.Names(), keysPerNode)
+	ru.l.SetKeys(pkeys)
 	time.Sleep(hold) // the split lasts
-	ru.l.setKeys(ru.keys)
+	ru.l.SetKeys(ru.keys)
 	c.heal()
-	ru.r.recover = c.waitConverged(c.names(), 15*time.Second)
+	ru.r.Recover = c.WaitConverged(c.Names(), 15*time.Second)
 	ru.recovered()
 
-	ru.l.mu.Lock()
-	side := func(name string) int { return b2i(name == c.procs[lone].name) }
+	split := ru.l.Snapshot()
+	side := func(name string) int { return b2i(name == c.procs[lone].Name()) }
 	worst, least := [2]int{}, [2]int{ruleLimit, ruleLimit}
 	for _, k := range pkeys {
 		var got [2]int
-		ks := ru.l.perKey[k]
+		ks := split.PerKey[k]
 		if ks == nil {
 			t.Errorf("split key %s: no calls", k)
 			continue
 		}
-		for name, n := range ks.allowedBy {
+		for name, n := range ks.AllowedBy {
 			got[side(name)] += n
 		}
 		for s := range got {
 			worst[s], least[s] = max(worst[s], got[s]), min(least[s], got[s])
 			if got[s] > partitionSideBound(ruleLimit) {
-				t.Errorf("split key %s: side %d admitted %d, limit %d (%v)", k, s, got[s], ruleLimit, ks.allowedBy)
+				t.Errorf("split key %s: side %d admitted %d, limit %d (%v)", k, s, got[s], ruleLimit, ks.AllowedBy)
 			}
 			// Not exact from below: both sides share the store, so a side
 			// that takes a key over loads what the other side wrote behind
 			// for it, and admits less than a whole limit of its own. The
 			// table reports the least admitted per side.
 		}
-		if f := ks.allowedFrom["store"] + ks.allowedFrom["fallback"]; f > 0 {
+		if f := ks.AllowedFrom["store"] + ks.AllowedFrom["fallback"]; f > 0 {
 			t.Errorf("split key %s: %d admissions from store/fallback: a side did not own it", k, f)
 		}
 	}
-	ru.l.mu.Unlock()
-	ru.r.note = fmt.Sprintf("the lone node is %s; keys first used while split: %d–%d (majority side) and %d–%d (minority side) admitted per key, limit %d per side",
-		c.procs[lone].name, least[0], worst[0], least[1], worst[1], ruleLimit)
-	return ru.finish([]int{lone}, c.others(), func(string) int { return keyBound(ruleLimit, 1, false, 1) }, false)
+	ru.r.Note = fmt.Sprintf("the lone node is %s; keys first used while split: %d–%d (majority side) and %d–%d (minority side) admitted per key, limit %d per side",
+		c.procs[lone].Name(), least[0], worst[0], least[1], worst[1], ruleLimit)
+	return ru.finish([]int{lone}, c.Others(), func(string) int { return chaoskit.KeyBound(ruleLimit, 1, false, 1) }, false)
 }
 
 // 8. Churn: every period, SIGKILL a random node, wait until the others see
@@ -209,15 +210,15 @@ func churn(t *testing.T, bin string, total time.Duration) row {
 	for next := time.Now(); next.Before(end); next = next.Add(period) {
 		time.Sleep(time.Until(next)) // the churn's period
 		v := 1 + pick(len(c.procs)-1)
-		faults[c.procs[v].name]++
+		faults[c.procs[v].Name()]++
 		c.kill(v)
-		ru.r.detect = max(ru.r.detect, c.waitView(c.others(v), c.without(v), 10*time.Second))
-		ru.r.recover = max(ru.r.recover, c.restart(v))
+		ru.r.Detect = max(ru.r.Detect, c.WaitView(c.Others(v), c.Without(v), 10*time.Second))
+		ru.r.Recover = max(ru.r.Recover, c.restart(v))
 	}
 	ru.recovered()
 	var victims, survivors []int
 	for i, p := range c.procs {
-		if faults[p.name] > 0 {
+		if faults[p.Name()] > 0 {
 			victims = append(victims, i)
 		} else {
 			survivors = append(survivors, i)
@@ -225,11 +226,11 @@ func churn(t *testing.T, bin string, total time.Duration) row {
 	}
 	var kills []string
 	for _, p := range c.procs {
-		kills = append(kills, fmt.Sprintf("%s×%d", p.name, faults[p.name]))
+		kills = append(kills, fmt.Sprintf("%s×%d", p.Name(), faults[p.Name()]))
 	}
-	ru.r.note = "kills: " + strings.Join(kills, " ")
+	ru.r.Note = "kills: " + strings.Join(kills, " ")
 	return ru.finish(victims, survivors, func(k string) int {
-		return keyBound(ruleLimit, faults[ru.owner[k]], true, 1)
+		return chaoskit.KeyBound(ruleLimit, faults[ru.owner[k]], true, 1)
 	}, false)
 }
 

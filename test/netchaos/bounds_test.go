@@ -1,9 +1,13 @@
 package netchaos
 
-import "time"
+import (
+	"time"
 
-// The bounds the failure scenarios assert, as test/chaos's bounds_test.go
-// (a key's admissions over a scenario whose window covers it all are
+	"github.com/ringlimit/ringlimit/test/internal/chaoskit"
+)
+
+// The bounds the failure scenarios assert, as test/chaos's (chaoskit's
+// bounds.go: a key's admissions over a scenario whose window covers it all are
 // bounded by the places that held its state, each of which may admit what
 // it did not know of), with the network's faults added:
 //
@@ -15,30 +19,16 @@ import "time"
 //     blocked, asymmetric partition, a forward's packet lost or delayed past
 //     the forward timeout) sends those calls to the store, which holds what
 //     the owner wrote behind but is not read back by the owner: one limit
-//     per store incarnation (cutOffBound).
+//     per store incarnation (chaoskit.CutOffBound).
 //     That holds for any key the store decided some calls of (a forward
 //     that failed or timed out, on a merely loaded machine too): finish
-//     holds every such key to cutOffBound at least.
+//     holds every such key to chaoskit.CutOffBound at least.
 //   - Fail-open admissions (Source "fallback") admit everything by design;
 //     they are added as counted.
-func keyBound(limit, faults int, restarted bool, storeIncarnations int) int {
-	if faults == 0 {
-		return limit
-	}
-	per := 1
-	if restarted {
-		per++
-	}
-	return limit * (1 + storeIncarnations + faults*per)
-}
 
 // ringBound is a key whose holders may disagree once: the owner, the store,
 // and the other side.
-func ringBound(limit int) int { return keyBound(limit, 1, false, 1) }
-
-// cutOffBound is a key whose owner stays in every ring but some calls for
-// it go to the store: the owner, and one limit per store incarnation.
-func cutOffBound(limit, storeIncarnations int) int { return limit * (1 + storeIncarnations) }
+func ringBound(limit int) int { return chaoskit.KeyBound(limit, 1, false, 1) }
 
 // flapBound is a key whose owner others dropped from their rings drops
 // times and took back each time (a node that stays up but whose gossip
@@ -51,7 +41,7 @@ func flapBound(limit, drops, base int) int {
 	if drops == 0 {
 		return base
 	}
-	return keyBound(limit, drops, false, 1)
+	return chaoskit.KeyBound(limit, drops, false, 1)
 }
 
 // callMargin is how long a caller may wait beyond the worst the library
@@ -73,10 +63,4 @@ const stallMargin = 1500 * time.Millisecond
 const (
 	p99CallLatency = forwardTimeout + storeTimeout + callMargin
 	maxCallLatency = forwardTimeout + storeTimeout + stallMargin
-)
-
-// Leak slack, as test/chaos's.
-const (
-	goroutineSlack = 10
-	fdSlack        = 5
 )

@@ -240,7 +240,7 @@ type container struct {
 }
 
 // runContainer starts a container on nw at ip, removed (with -f) when the test ends.
-func runContainer(t *testing.T, nw *network, name, ip string, env []string, image string, args ...string) *container {
+func runContainer(t testing.TB, nw *network, name, ip string, env []string, image string, args ...string) *container {
 	t.Helper()
 	a := append([]string{"run", "-d", "--name", name, "--network", nw.name, "--ip", ip}, labels()...)
 	for _, e := range env {
@@ -301,12 +301,4 @@ func (c *container) flush(t testing.TB) {
 func (c *container) logs() string {
 	out, _ := docker("logs", "--tail", "40", c.name)
 	return "\n" + out
-}
-
-func storeName() string {
-	b := valkeytest.Binary()
-	if b == "" {
-		return "store"
-	}
-	return b[strings.LastIndex(b, "/")+1:]
 }

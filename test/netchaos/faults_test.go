@@ -16,7 +16,7 @@ import (
 // partition drops every packet between the groups (node indexes), both
 // ways, in each node's namespace. The store stays reachable from all.
 func (c *cluster) partition(groups ...[]int) {
-	c.t.Helper()
+	c.T.Helper()
 	for gi, g := range groups {
 		for gj, o := range groups {
 			if gi == gj {
@@ -24,9 +24,9 @@ func (c *cluster) partition(groups ...[]int) {
 			}
 			for _, i := range g {
 				for _, j := range o {
-					c.nodes[i].ctr.Load().iptables(c.t,
-						[]string{"-A", "INPUT", "-s", c.nodes[j].ip(), "-j", "DROP"},
-						[]string{"-A", "OUTPUT", "-d", c.nodes[j].ip(), "-j", "DROP"})
+					c.cnodes[i].ctr.Load().iptables(c.T,
+						[]string{"-A", "INPUT", "-s", c.cnodes[j].ip(), "-j", "DROP"},
+						[]string{"-A", "OUTPUT", "-d", c.cnodes[j].ip(), "-j", "DROP"})
 				}
 			}
 		}
@@ -35,16 +35,16 @@ func (c *cluster) partition(groups ...[]int) {
 
 // heal removes every rule from every running node's namespace.
 func (c *cluster) heal() {
-	c.t.Helper()
-	for _, p := range c.nodes {
-		p.ctr.Load().flush(c.t)
+	c.T.Helper()
+	for _, p := range c.cnodes {
+		p.ctr.Load().flush(c.T)
 	}
 }
 
 // blockPort drops every packet to or from port (TCP and UDP) on node v, except
 // what goes to and from the store.
 func (c *cluster) blockPort(v int, port string) {
-	c.t.Helper()
+	c.T.Helper()
 	var rules [][]string
 	for _, proto := range []string{"tcp", "udp"} {
 		for _, dir := range []string{"--dport", "--sport"} {
@@ -53,16 +53,16 @@ func (c *cluster) blockPort(v int, port string) {
 				[]string{"-A", "OUTPUT", "-p", proto, dir, port, "!", "-d", c.store.ip, "-j", "DROP"})
 		}
 	}
-	c.nodes[v].ctr.Load().iptables(c.t, rules...)
+	c.cnodes[v].ctr.Load().iptables(c.T, rules...)
 }
 
 // loss drops each packet node v sends or receives with probability p,
 // except the harness's HTTP calls (a caller runs in the node's own process
 // in production: no network between them).
 func (c *cluster) loss(v int, p float64) {
-	c.t.Helper()
+	c.T.Helper()
 	prob := fmt.Sprint(p)
-	c.nodes[v].ctr.Load().iptables(c.t,
+	c.cnodes[v].ctr.Load().iptables(c.T,
 		[]string{"-A", "INPUT", "-p", "tcp", "--dport", httpPort, "-j", "ACCEPT"},
 		[]string{"-A", "INPUT", "-m", "statistic", "--mode", "random", "--probability", prob, "-j", "DROP"},
 		[]string{"-A", "OUTPUT", "-p", "tcp", "--sport", httpPort, "-j", "ACCEPT"},
@@ -72,10 +72,10 @@ func (c *cluster) loss(v int, p float64) {
 // cutPeersTo drops the peer (RPC) connections from every other node to
 // node v; gossip still flows, so every ring keeps v.
 func (c *cluster) cutPeersTo(v int) {
-	c.t.Helper()
-	for _, i := range c.others(v) {
-		c.nodes[i].ctr.Load().iptables(c.t,
-			[]string{"-A", "OUTPUT", "-p", "tcp", "-d", c.nodes[v].ip(), "--dport", rpcPort, "-j", "DROP"})
+	c.T.Helper()
+	for _, i := range c.Others(v) {
+		c.cnodes[i].ctr.Load().iptables(c.T,
+			[]string{"-A", "OUTPUT", "-p", "tcp", "-d", c.cnodes[v].ip(), "--dport", rpcPort, "-j", "DROP"})
 	}
 }
 
@@ -85,11 +85,11 @@ func (c *cluster) cutPeersTo(v int) {
 // bypasses the queue when nfdelay is not running. It returns a func that
 // ends the delay (removing every rule in v's namespace).
 func (c *cluster) delay(v int, d time.Duration, nfdelay string) func() {
-	c.t.Helper()
-	ctr := c.nodes[v].ctr.Load()
+	c.T.Helper()
+	ctr := c.cnodes[v].ctr.Load()
 	pid, err := ctr.pid()
 	if err != nil {
-		c.t.Fatal(err)
+		c.T.Fatal(err)
 	}
 	cmd := exec.Command("nsenter", "-t", strconv.Itoa(pid), "-n", nfdelay, "-queue", "7", "-delay", d.String())
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -97,10 +97,10 @@ func (c *cluster) delay(v int, d time.Duration, nfdelay string) func() {
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		c.t.Fatal(err)
+		c.T.Fatal(err)
 	}
 	if err := cmd.Start(); err != nil {
-		c.t.Fatal(err)
+		c.T.Fatal(err)
 	}
 	var once sync.Once
 	stop := func() {
@@ -109,7 +109,7 @@ func (c *cluster) delay(v int, d time.Duration, nfdelay string) func() {
 			_ = cmd.Wait()
 		})
 	}
-	c.t.Cleanup(stop)
+	c.T.Cleanup(stop)
 	ready := make(chan error, 1)
 	go func() {
 		line, err := bufio.NewReader(out).ReadString('\n')
@@ -123,19 +123,19 @@ func (c *cluster) delay(v int, d time.Duration, nfdelay string) func() {
 		if err != nil {
 			stop()
 			if strings.Contains(stderr.String(), "nfdelay: config") || strings.Contains(stderr.String(), "nfdelay: socket") {
-				c.t.Skipf("netchaos: skipped: this kernel has no NFQUEUE to delay packets with (nfnetlink_queue): %s", stderr.String())
+				c.T.Skipf("netchaos: skipped: this kernel has no NFQUEUE to delay packets with (nfnetlink_queue): %s", stderr.String())
 			}
-			c.t.Fatalf("nfdelay in %s: %v: %s", ctr.name, err, stderr.String())
+			c.T.Fatalf("nfdelay in %s: %v: %s", ctr.name, err, stderr.String())
 		}
 	case <-time.After(10 * time.Second):
 		stop()
-		c.t.Fatalf("nfdelay in %s: not ready within 10s: %s", ctr.name, stderr.String())
+		c.T.Fatalf("nfdelay in %s: not ready within 10s: %s", ctr.name, stderr.String())
 	}
-	ctr.iptables(c.t,
+	ctr.iptables(c.T,
 		[]string{"-A", "OUTPUT", "-p", "tcp", "--sport", httpPort, "-j", "ACCEPT"},
 		[]string{"-A", "OUTPUT", "-j", "NFQUEUE", "--queue-num", "7", "--queue-bypass"})
 	return func() {
-		ctr.flush(c.t)
+		ctr.flush(c.T)
 		stop()
 	}
 }
@@ -145,10 +145,10 @@ func (c *cluster) delay(v int, d time.Duration, nfdelay string) func() {
 // it, that node takes its keys over again, loading them from the store.
 func (c *cluster) drops() map[string]int {
 	most := map[string]int{}
-	for _, p := range c.nodes {
+	for _, p := range c.cnodes {
 		out, err := docker("logs", p.ctr.Load().name)
 		if err != nil {
-			c.t.Errorf("logs of %s: %v", p.name, err)
+			c.T.Errorf("logs of %s: %v", p.Name(), err)
 			continue
 		}
 		for name, k := range countDrops(out) {

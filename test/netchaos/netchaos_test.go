@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ringlimit/ringlimit/test/internal/chaoskit"
 )
 
 // raceEnabled is set by race_test.go under -race.
@@ -56,9 +58,9 @@ func TestNetChaos(t *testing.T) {
 			var r row
 			t.Run(sc.name, func(t *testing.T) {
 				defer func() {
-					r.name, r.failed, r.skipped = sc.name, t.Failed(), t.Skipped()
+					r.Name, r.Failed, r.Skipped = sc.name, t.Failed(), t.Skipped()
 					rows = append(rows, r)
-					t.Logf("\n%s%s", tableHeader, r)
+					t.Logf("\n%s%s", chaoskit.TableHeader, r.Row)
 				}()
 				r = sc.run(t, im)
 			})
@@ -81,13 +83,13 @@ func TestNetChaos(t *testing.T) {
 	fmt.Fprintf(&b, "Run %s UTC with `%s` (%s in all, images built; add `-netchaos.results=RESULTS.md` to write this file). ",
 		time.Now().UTC().Format("2006-01-02 15:04"), cmd, time.Since(start).Round(time.Second))
 	fmt.Fprintf(&b, "Five node containers (test/chaos/chaosnode, static, FROM scratch) and a store container (the host's %s and its libraries, FROM scratch) on a private internal Docker network the test creates; ",
-		storeName())
+		chaoskit.StoreName())
 	fmt.Fprintf(&b, "load from the test process through each node's HTTP endpoint; faults from the engine and the kernel only (docker kill/pause/rm; iptables DROP, statistic and NFQUEUE rules in a node's network namespace via nsenter, with ./nfdelay giving queued packets their verdict after the delay). ")
 	fmt.Fprintf(&b, "Failure scenarios: rule %s, limit %d per %s (the window covers the whole scenario), %d keys per node, the fault held %s; forward and store timeouts %s and %s.\n\n",
-		chaosRule.algorithm, chaosRule.limit, chaosRule.window, keysPerNode, hold, forwardTimeout, storeTimeout)
+		chaosRule.Algorithm, chaosRule.Limit, chaosRule.Window, keysPerNode, hold, forwardTimeout, storeTimeout)
 	b.WriteString(renderTable(faultRows))
 	fmt.Fprintf(&b, "\n## Clock skew\n\nThree node containers whose clocks run %v from the host's (chaosnode -clock-offset), rule %s, limit %d per %s (so %g admissions/s refill); the in-process twin is TestSkewInProcess.\n\n",
-		skewOffsets, skewRule.algorithm, skewRule.limit, skewRule.window, skewRate())
+		skewOffsets, skewRule.Algorithm, skewRule.Limit, skewRule.Window, skewRate())
 	b.WriteString(renderTable(skewRows))
 	b.WriteString(legend)
 	fmt.Println(b.String())
@@ -117,11 +119,12 @@ shared machine's scheduling stalls).
 type run struct {
 	t             *testing.T
 	c             *cluster
-	l             *load
-	rule          rule
+	l             *chaoskit.Load
+	res           *chaoskit.Result // what l saw (finish)
+	rule          chaoskit.Rule
 	keys          []string
 	owner         map[string]string
-	base          map[int]nodeStats
+	base          map[int]chaoskit.Stats
 	from          time.Time      // the fault began
 	to            time.Time      // the cluster had recovered
 	storeRestarts int            // the store was killed and started again (empty)
@@ -136,25 +139,19 @@ const keysPerNode = 4
 
 // begin starts a cluster of len(offsets) nodes, warms it up, records each
 // node's goroutines and open files, and starts the load.
-func begin(t *testing.T, im images, offsets []time.Duration, ru rule) *run {
+func begin(t *testing.T, im images, offsets []time.Duration, ru chaoskit.Rule) *run {
 	c := startCluster(t, im, offsets)
-	keys, owner := makeKeys(t.Name(), c.names(), keysPerNode)
-	warm, _ := makeKeys(t.Name()+"-warm", c.names(), 2)
-	wl := startLoad(c, ru, warm)
-	time.Sleep(500 * time.Millisecond) // the warm-up's length
-	wl.stop()
-	if wl.errs > 0 {
-		t.Fatalf("errors during warm-up: %v", wl.errSamples)
-	}
-	r := &run{t: t, c: c, rule: ru, keys: keys, owner: owner, base: map[int]nodeStats{}}
-	r.l = startLoad(c, ru, keys)
-	t.Cleanup(r.l.stop)     // a scenario that fails or skips half-way
-	time.Sleep(time.Second) // load before the fault: every key reaches its limit
+	keys, owner := chaoskit.MakeKeys(t.Name(), c.Names(), keysPerNode)
+	chaoskit.WarmUp(t, loadConfig(ru), c.Targets())
+	r := &run{t: t, c: c, rule: ru, keys: keys, owner: owner, base: map[int]chaoskit.Stats{}}
+	r.l = chaoskit.StartLoad(loadConfig(ru), c.Targets(), keys)
+	t.Cleanup(func() { r.l.Stop() }) // a scenario that fails or skips half-way
+	time.Sleep(time.Second)          // load before the fault: every key reaches its limit
 	// The baseline for leaks: under load, with every peer connection made.
-	for i := range c.nodes {
-		s, err := c.stats(i)
+	for i, n := range c.Nodes {
+		s, err := n.Stats()
 		if err != nil {
-			t.Fatalf("stats %s: %v", c.nodes[i].name, err)
+			t.Fatalf("stats %s: %v", n.Name(), err)
 		}
 		r.base[i] = s
 	}
@@ -176,111 +173,74 @@ func (ru *run) storeIncarnations() int { return 1 + ru.storeRestarts }
 // at least the bound of the times rings dropped its owner (on a loaded
 // machine gossip probes time out now and then).
 func (ru *run) finish(victims, survivors []int, bound func(key string) int) row {
-	t, c, l := ru.t, ru.c, ru.l
+	t, c := ru.t, ru.c
 	if ru.to.IsZero() {
 		ru.recovered()
 	}
 	time.Sleep(500 * time.Millisecond) // load after recovery
-	l.stop()
+	res := ru.l.Stop()
+	ru.res = res
 	r := &ru.r
-	r.nodes = len(c.nodes)
-	r.calls, r.errs, r.deadCalls, r.deadErrs = l.calls, l.errs, l.deadCalls, l.deadErrs
-	r.sources = l.sources
-	if l.errs > 0 {
-		t.Errorf("%d caller errors from nodes that were up, e.g. %q", l.errs, l.errSamples)
-	}
-	during := l.latencies(ru.from, ru.to)
-	all := l.latencies(time.Time{}, time.Now().Add(time.Hour))
-	r.p50, r.p99 = percentile(during, 0.50), percentile(during, 0.99)
-	if len(all) > 0 {
-		r.max = all[len(all)-1]
-	}
-	if p99 := percentile(all, 0.99); p99 > p99CallLatency {
+	r.Nodes = len(c.cnodes)
+	all := r.Report(t, res, ru.from, ru.to)
+	if p99 := chaoskit.Percentile(all, 0.99); p99 > p99CallLatency {
 		t.Errorf("the 99th percentile of the calls took %s, more than %s (forward %s + store %s + margin %s)",
 			p99, p99CallLatency, forwardTimeout, storeTimeout, callMargin)
 	}
-	if r.max > maxCallLatency {
+	if r.Max > maxCallLatency {
 		n, _ := slices.BinarySearch(all, maxCallLatency+1)
 		t.Errorf("%d calls took longer than %s (forward %s + store %s + stall margin %s); the slowest %s",
-			len(all)-n, maxCallLatency, forwardTimeout, storeTimeout, stallMargin, r.max)
+			len(all)-n, maxCallLatency, forwardTimeout, storeTimeout, stallMargin, r.Max)
 	}
 
 	ru.drops = c.drops()
 	r.drops = ru.drops
 	victimNames := map[string]bool{}
 	for _, i := range victims {
-		victimNames[c.nodes[i].name] = true
+		victimNames[c.cnodes[i].Name()] = true
 	}
 	for _, k := range ru.keys {
-		ks := l.perKey[k]
+		ks := res.PerKey[k]
 		if ks == nil {
 			t.Errorf("key %s: no calls", k)
 			continue
 		}
-		g := &r.other
+		g := &r.Other
 		if victimNames[ru.owner[k]] {
-			g = &r.victim
+			g = &r.Victim
 		}
-		limit := ru.rule.limit
+		limit := ru.rule.Limit
 		if ru.allowance != nil {
 			limit = ru.allowance(k)
 		}
-		g.keys++
-		g.admitted += ks.allowed
-		g.limit += limit
-		g.fallback += ks.allowedFrom["fallback"]
-		g.worst = max(g.worst, float64(ks.allowed)/float64(limit))
 		b := bound(k)
 		if d := ru.drops[ru.owner[k]]; d > 0 && ru.allowance == nil {
-			b = max(b, keyBound(ru.rule.limit, d, false, ru.storeIncarnations()))
+			b = max(b, chaoskit.KeyBound(ru.rule.Limit, d, false, ru.storeIncarnations()))
 		}
-		if ru.allowance == nil && ks.allowedFrom["store"] > 0 {
+		if ru.allowance == nil && ks.AllowedFrom["store"] > 0 {
 			// Some of its calls could not reach its owner (a forward that
 			// failed or timed out, on a loaded machine too): the store
 			// decided them, from what the owner wrote behind, not read
 			// back by the owner.
-			b = max(b, cutOffBound(ru.rule.limit, ru.storeIncarnations()))
+			b = max(b, chaoskit.CutOffBound(ru.rule.Limit, ru.storeIncarnations()))
 			ru.r.cutOff++
 		}
-		g.bound = max(g.bound, float64(b)/float64(limit))
-		b += ks.allowedFrom["fallback"]
-		if ks.allowed > b {
+		g.Add(ks, limit, b)
+		b += ks.AllowedFrom["fallback"]
+		if ks.Allowed > b {
 			t.Errorf("key %s (owner %s): admitted %d, bound %d (limit %d; by source %v, by node %v)",
-				k, ru.owner[k], ks.allowed, b, limit, ks.allowedFrom, ks.allowedBy)
+				k, ru.owner[k], ks.Allowed, b, limit, ks.AllowedFrom, ks.AllowedBy)
 		}
-		if ks.attempts < 2*ru.rule.limit {
-			t.Errorf("key %s: only %d calls: too few to test the limit", k, ks.attempts)
+		if ks.Attempts < 2*ru.rule.Limit {
+			t.Errorf("key %s: only %d calls: too few to test the limit", k, ks.Attempts)
 		}
 	}
-	ru.checkLeaks(survivors)
+	// No leaks: a survivor's goroutines and files come back near baseline.
+	r.Leak = c.CheckLeaks(ru.base, survivors)
 	if t.Failed() {
-		for _, p := range c.nodes {
-			t.Logf("%s's log: %s", p.name, p.ctr.Load().logs())
+		for _, p := range c.cnodes {
+			t.Logf("%s's log: %s", p.Name(), p.ctr.Load().logs())
 		}
 	}
 	return *r
-}
-
-// checkLeaks: a survivor's goroutines and files come back near baseline.
-func (ru *run) checkLeaks(survivors []int) {
-	t, c, r := ru.t, ru.c, &ru.r
-	for _, i := range survivors {
-		b := ru.base[i]
-		deadline := time.Now().Add(10 * time.Second)
-		var s nodeStats
-		var err error
-		for {
-			s, err = c.stats(i)
-			if err == nil && s.Goroutines <= b.Goroutines+goroutineSlack && s.FDs <= b.FDs+fdSlack {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("%s leaks: goroutines %d → %d, fds %d → %d (err %v)",
-					c.nodes[i].name, b.Goroutines, s.Goroutines, b.FDs, s.FDs, err)
-				break
-			}
-			time.Sleep(50 * time.Millisecond) // poll interval
-		}
-		r.leak = append(r.leak, fmt.Sprintf("%s %d→%d/%d→%d", c.nodes[i].name, b.Goroutines, s.Goroutines, b.FDs, s.FDs))
-	}
 }

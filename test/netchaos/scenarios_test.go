@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ringlimit/ringlimit/test/internal/chaoskit"
 )
 
 func pick(n int) int { return rand.IntN(n) }
@@ -34,15 +36,33 @@ func dropNote(drops map[string]int) string {
 // views describes what each node sees, for notes.
 func (c *cluster) views() string {
 	var s []string
-	for i, p := range c.nodes {
-		st, err := c.stats(i)
+	for _, n := range c.Nodes {
+		st, err := n.Stats()
 		if err != nil {
-			s = append(s, p.name+": "+err.Error())
+			s = append(s, n.Name()+": "+err.Error())
 			continue
 		}
-		s = append(s, fmt.Sprintf("%s sees %d", p.name, len(st.Members)))
+		s = append(s, fmt.Sprintf("%s sees %d", n.Name(), len(st.Members)))
 	}
 	return strings.Join(s, ", ")
+}
+
+// holdFault holds a fault begun at ru.from until hold has passed. The
+// fault may leave every ring as it was, so its detect is the first store
+// or fail-open decision. Then holdFault ends it with heal and waits until
+// every node sees every member again: its recover. It returns what each
+// node saw at the end of the fault, for the note.
+func (ru *run) holdFault(hold time.Duration, heal func()) string {
+	c := ru.c
+	ru.r.Detect = ru.l.FirstSource(ru.from, hold, "store", "fallback")
+	time.Sleep(time.Until(ru.from.Add(hold))) // the fault lasts
+	during := c.views()
+	healed := time.Now()
+	heal()
+	c.WaitConverged(c.Names(), 30*time.Second)
+	ru.r.Recover = time.Since(healed)
+	ru.recovered()
+	return during
 }
 
 // 1. A full partition 3|2 (every packet between the sides dropped, both
@@ -53,17 +73,17 @@ func partition(t *testing.T, im images, hold time.Duration) row {
 	perm := rand.Perm(5)
 	minor, major := perm[:2], perm[2:]
 	c.partition(major, minor)
-	c.waitView(major, c.without(minor...), 15*time.Second)
-	c.waitView(minor, c.without(major...), 15*time.Second)
-	ru.r.detect = time.Since(ru.from)
+	c.WaitView(major, c.Without(minor...), 15*time.Second)
+	c.WaitView(minor, c.Without(major...), 15*time.Second)
+	ru.r.Detect = time.Since(ru.from)
 	time.Sleep(hold) // the split lasts
 	heal := time.Now()
 	c.heal()
-	c.waitConverged(c.names(), 30*time.Second)
-	ru.r.recover = time.Since(heal)
+	c.WaitConverged(c.Names(), 30*time.Second)
+	ru.r.Recover = time.Since(heal)
 	ru.recovered()
-	ru.r.note = fmt.Sprintf("the minority side is %s and %s; the victim's keys are theirs", c.nodes[minor[0]].name, c.nodes[minor[1]].name)
-	return ru.finish(minor, c.others(), func(string) int { return ringBound(chaosRule.limit) })
+	ru.r.Note = fmt.Sprintf("the minority side is %s and %s; the victim's keys are theirs", c.cnodes[minor[0]].Name(), c.cnodes[minor[1]].Name())
+	return ru.finish(minor, c.Others(), func(string) int { return ringBound(chaosRule.Limit) })
 }
 
 // 2. An asymmetric partition: a drops every packet from b; b still hears
@@ -74,24 +94,17 @@ func asymmetric(t *testing.T, im images, hold time.Duration) row {
 	c := ru.c
 	perm := rand.Perm(5)
 	a, b := perm[0], perm[1]
-	c.nodes[a].ctr.Load().iptables(t, []string{"-A", "INPUT", "-s", c.nodes[b].ip(), "-j", "DROP"})
-	ru.r.detect = ru.l.firstSource(ru.from, hold, "store", "fallback")
-	time.Sleep(time.Until(ru.from.Add(hold))) // the fault lasts
-	during := c.views()
-	heal := time.Now()
-	c.heal()
-	c.waitConverged(c.names(), 30*time.Second)
-	ru.r.recover = time.Since(heal)
-	ru.recovered()
-	an, bn := c.nodes[a].name, c.nodes[b].name
+	c.cnodes[a].ctr.Load().iptables(t, []string{"-A", "INPUT", "-s", c.cnodes[b].ip(), "-j", "DROP"})
+	during := ru.holdFault(hold, c.heal)
+	an, bn := c.cnodes[a].Name(), c.cnodes[b].Name()
 	drops := c.drops()
-	ru.r.note = fmt.Sprintf("%s drops every packet from %s; at the end of the fault %s", an, bn, during)
-	return ru.finish([]int{a, b}, c.others(), func(k string) int {
-		base := chaosRule.limit
+	ru.r.Note = fmt.Sprintf("%s drops every packet from %s; at the end of the fault %s", an, bn, during)
+	return ru.finish([]int{a, b}, c.Others(), func(k string) int {
+		base := chaosRule.Limit
 		if o := ru.owner[k]; o == an || o == bn {
-			base = cutOffBound(chaosRule.limit, 1) // forwards between a and b go to the store
+			base = chaoskit.CutOffBound(chaosRule.Limit, 1) // forwards between a and b go to the store
 		}
-		return flapBound(chaosRule.limit, drops[ru.owner[k]], base)
+		return flapBound(chaosRule.Limit, drops[ru.owner[k]], base)
 	})
 }
 
@@ -101,19 +114,12 @@ func loss(t *testing.T, im images, p float64, hold time.Duration) row {
 	ru := begin(t, im, five(), chaosRule)
 	c, v := ru.c, pick(5)
 	c.loss(v, p)
-	ru.r.detect = ru.l.firstSource(ru.from, hold, "store", "fallback")
-	time.Sleep(time.Until(ru.from.Add(hold))) // the loss lasts
-	during := c.views()
-	heal := time.Now()
-	c.heal()
-	c.waitConverged(c.names(), 30*time.Second)
-	ru.r.recover = time.Since(heal)
-	ru.recovered()
+	during := ru.holdFault(hold, c.heal)
 	drops := c.drops()
-	ru.r.note = fmt.Sprintf("the victim is %s; at the end of the loss %s", c.nodes[v].name, during)
-	return ru.finish([]int{v}, c.others(), func(k string) int {
+	ru.r.Note = fmt.Sprintf("the victim is %s; at the end of the loss %s", c.cnodes[v].Name(), during)
+	return ru.finish([]int{v}, c.Others(), func(k string) int {
 		// A forward to or from the victim that loses a packet goes to the store.
-		return flapBound(chaosRule.limit, drops[ru.owner[k]], cutOffBound(chaosRule.limit, 1))
+		return flapBound(chaosRule.Limit, drops[ru.owner[k]], chaoskit.CutOffBound(chaosRule.Limit, 1))
 	})
 }
 
@@ -125,20 +131,13 @@ func latency(t *testing.T, im images, d, hold time.Duration) row {
 	c, v := ru.c, pick(5)
 	end := c.delay(v, d, im.nfdelay)
 	ru.from = time.Now()
-	ru.r.detect = ru.l.firstSource(ru.from, hold, "store", "fallback")
-	time.Sleep(time.Until(ru.from.Add(hold))) // the delay lasts
-	during := c.views()
-	heal := time.Now()
-	end()
-	c.waitConverged(c.names(), 30*time.Second)
-	ru.r.recover = time.Since(heal)
-	ru.recovered()
+	during := ru.holdFault(hold, end)
 	drops := c.drops()
-	ru.r.note = fmt.Sprintf("the victim is %s (every packet it sent held %s); at the end of the delay %s",
-		c.nodes[v].name, d, during)
-	return ru.finish([]int{v}, c.others(), func(k string) int {
+	ru.r.Note = fmt.Sprintf("the victim is %s (every packet it sent held %s); at the end of the delay %s",
+		c.cnodes[v].Name(), d, during)
+	return ru.finish([]int{v}, c.Others(), func(k string) int {
 		// Every forward to or from the victim times out: the store decides.
-		return flapBound(chaosRule.limit, drops[ru.owner[k]], cutOffBound(chaosRule.limit, 1))
+		return flapBound(chaosRule.Limit, drops[ru.owner[k]], chaoskit.CutOffBound(chaosRule.Limit, 1))
 	})
 }
 
@@ -148,17 +147,17 @@ func gossipBlocked(t *testing.T, im images, hold time.Duration) row {
 	ru := begin(t, im, five(), chaosRule)
 	c, v := ru.c, pick(5)
 	c.blockPort(v, gossipPort)
-	c.waitView(c.others(v), c.without(v), 15*time.Second)
-	c.waitView([]int{v}, []string{c.nodes[v].name}, 15*time.Second)
-	ru.r.detect = time.Since(ru.from)
+	c.WaitView(c.Others(v), c.Without(v), 15*time.Second)
+	c.WaitView([]int{v}, []string{c.cnodes[v].Name()}, 15*time.Second)
+	ru.r.Detect = time.Since(ru.from)
 	time.Sleep(hold) // the block lasts
 	heal := time.Now()
 	c.heal()
-	c.waitConverged(c.names(), 30*time.Second)
-	ru.r.recover = time.Since(heal)
+	c.WaitConverged(c.Names(), 30*time.Second)
+	ru.r.Recover = time.Since(heal)
 	ru.recovered()
-	ru.r.note = "the victim is " + c.nodes[v].name
-	return ru.finish([]int{v}, c.others(), func(string) int { return ringBound(chaosRule.limit) })
+	ru.r.Note = "the victim is " + c.cnodes[v].Name()
+	return ru.finish([]int{v}, c.Others(), func(string) int { return ringBound(chaosRule.Limit) })
 }
 
 // 6. The peer port blocked on one node (both ways) while gossip flows:
@@ -167,16 +166,9 @@ func peerBlocked(t *testing.T, im images, hold time.Duration) row {
 	ru := begin(t, im, five(), chaosRule)
 	c, v := ru.c, pick(5)
 	c.blockPort(v, rpcPort)
-	ru.r.detect = ru.l.firstSource(ru.from, hold, "store", "fallback")
-	time.Sleep(time.Until(ru.from.Add(hold))) // the block lasts
-	during := c.views()
-	heal := time.Now()
-	c.heal()
-	c.waitConverged(c.names(), 30*time.Second)
-	ru.r.recover = time.Since(heal)
-	ru.recovered()
-	ru.r.note = fmt.Sprintf("the victim is %s; at the end of the block %s", c.nodes[v].name, during)
-	return ru.finish([]int{v}, c.others(), func(string) int { return cutOffBound(chaosRule.limit, 1) })
+	during := ru.holdFault(hold, c.heal)
+	ru.r.Note = fmt.Sprintf("the victim is %s; at the end of the block %s", c.cnodes[v].Name(), during)
+	return ru.finish([]int{v}, c.Others(), func(string) int { return chaoskit.CutOffBound(chaosRule.Limit, 1) })
 }
 
 // 7. A node killed, then started again under the same name at a new
@@ -184,17 +176,17 @@ func peerBlocked(t *testing.T, im images, hold time.Duration) row {
 func newIP(t *testing.T, im images, hold time.Duration) row {
 	ru := begin(t, im, five(), chaosRule)
 	c, v := ru.c, pick(5)
-	old := c.nodes[v].ip()
+	old := c.cnodes[v].ip()
 	c.kill(v)
-	c.waitView(c.others(v), c.without(v), 15*time.Second)
-	ru.r.detect = time.Since(ru.from)
+	c.WaitView(c.Others(v), c.Without(v), 15*time.Second)
+	ru.r.Detect = time.Since(ru.from)
 	time.Sleep(hold) // the node stays dead
-	ru.r.recover = c.restartAt(v, c.nw.ip(firstNodeHost+50+v))
+	ru.r.Recover = c.restartAt(v, c.nw.ip(firstNodeHost+50+v))
 	ru.recovered()
-	victim := c.nodes[v].name
-	ru.r.note = fmt.Sprintf("the victim is %s, %s → %s", victim, old, c.nodes[v].ip())
-	return ru.finish([]int{v}, c.others(v), func(k string) int {
-		return keyBound(chaosRule.limit, b2i(ru.owner[k] == victim), true, 1)
+	victim := c.cnodes[v].Name()
+	ru.r.Note = fmt.Sprintf("the victim is %s, %s → %s", victim, old, c.cnodes[v].ip())
+	return ru.finish([]int{v}, c.Others(v), func(k string) int {
+		return chaoskit.KeyBound(chaosRule.Limit, b2i(ru.owner[k] == victim), true, 1)
 	})
 }
 
@@ -206,7 +198,7 @@ func storeFault(t *testing.T, im images, hold time.Duration, kill bool) row {
 	ru := begin(t, im, five(), chaosRule)
 	c, v := ru.c, pick(5)
 	c.cutPeersTo(v)
-	if ru.l.firstSource(time.Now(), 5*time.Second, "store") < 0 {
+	if ru.l.FirstSource(time.Now(), 5*time.Second, "store") < 0 {
 		t.Fatal("no store decisions with the peer links cut")
 	}
 	ru.from = time.Now()
@@ -215,7 +207,7 @@ func storeFault(t *testing.T, im images, hold time.Duration, kill bool) row {
 	} else {
 		mustDocker(t, "pause", c.store.name)
 	}
-	ru.r.detect = ru.l.firstSource(ru.from, hold, "fallback")
+	ru.r.Detect = ru.l.FirstSource(ru.from, hold, "fallback")
 	time.Sleep(time.Until(ru.from.Add(hold))) // the store stays down
 	back := time.Now()
 	inc := 1
@@ -226,18 +218,18 @@ func storeFault(t *testing.T, im images, hold time.Duration, kill bool) row {
 	} else {
 		mustDocker(t, "unpause", c.store.name)
 	}
-	ru.r.recover = ru.l.firstSource(back, 15*time.Second, "store")
-	if ru.r.recover < 0 {
+	ru.r.Recover = ru.l.FirstSource(back, 15*time.Second, "store")
+	if ru.r.Recover < 0 {
 		t.Errorf("no store decisions within 15s of the store's return")
 	}
 	c.heal()
 	ru.recovered()
-	victim := c.nodes[v].name
-	ru.r.note = fmt.Sprintf("the victim is %s, whose inbound peer connections were dropped throughout (it stayed in every ring)", victim)
-	return ru.finish([]int{v}, c.others(), func(k string) int {
+	victim := c.cnodes[v].Name()
+	ru.r.Note = fmt.Sprintf("the victim is %s, whose inbound peer connections were dropped throughout (it stayed in every ring)", victim)
+	return ru.finish([]int{v}, c.Others(), func(k string) int {
 		if ru.owner[k] == victim {
-			return cutOffBound(chaosRule.limit, inc)
+			return chaoskit.CutOffBound(chaosRule.Limit, inc)
 		}
-		return chaosRule.limit
+		return chaosRule.Limit
 	})
 }

@@ -4,8 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/ringlimit/ringlimit/internal/valkeytest"
 	"github.com/ringlimit/ringlimit/node"
 	"github.com/ringlimit/ringlimit/node/nodetest"
+	"github.com/ringlimit/ringlimit/test/internal/chaoskit"
 )
 
 // offsetClock is the system clock moved by a fixed offset.
@@ -43,43 +43,52 @@ func TestSkewInProcess(t *testing.T) {
 	for _, nd := range c.Nodes {
 		names = append(names, nd.Name())
 	}
-	keys, owner := makeKeys(t.Name(), names, keysPerNode)
-	l := newInprocLoad(c.Nodes, keys)
-	defer l.stop()
+	keys, owner := chaoskit.MakeKeys(t.Name(), names, keysPerNode)
+	var targets []chaoskit.Target
+	nodes := make([]*inprocNode, len(c.Nodes))
+	for i, nd := range c.Nodes {
+		nodes[i] = &inprocNode{}
+		nodes[i].upAs(nd)
+		targets = append(targets, nodes[i])
+	}
+	cfg := loadConfig(skewRule)
+	// A call to a node being closed may fail with ErrClosed; only so.
+	cfg.Excused = func(err error) bool { return errors.Is(err, ringlimit.ErrClosed) }
+	l := chaoskit.StartLoad(cfg, targets, keys)
+	defer l.Stop()
 
 	time.Sleep(2 * time.Second) // steady load
 	for i := range c.Nodes {
-		l.down(i)
-		nd := c.Restart(t, i)
-		l.upAs(i, nd)
+		nodes[i].Off()
+		nodes[i].upAs(c.Restart(t, i))
 	}
 	v := 0 // skewOffsets[0] is the furthest behind
-	l.down(v)
+	nodes[v].Off()
 	c.Network.Partition([]string{names[v]}, names[v+1:])
 	c.WaitMembers(t, 10*time.Second, c.Nodes[v+1:]...)
 	time.Sleep(2 * time.Second) // load on the survivors
-	l.stop()
+	res := l.Stop()
 
-	if l.errs > 0 {
-		t.Errorf("%d caller errors from nodes that were up, e.g. %v", l.errs, l.errSample)
+	if res.Errs > 0 {
+		t.Errorf("%d caller errors from nodes that were up, e.g. %v", res.Errs, res.ErrSamples)
 	}
 	var worstGap time.Duration
 	extra := 0
 	for _, k := range keys {
-		ks := l.perKey[k]
-		if ks == nil || ks.attempts < 2*skewRule.limit {
+		ks := res.PerKey[k]
+		if ks == nil || ks.Attempts < 2*skewRule.Limit {
 			t.Fatalf("key %s: too few calls (%v)", k, ks)
 		}
-		allow := skewAllowance(ks.last.Sub(ks.first))
+		allow := skewAllowance(ks.Last.Sub(ks.First))
 		moves, lag := 1, 0 // its owner restarted once
 		if owner[k] == names[v] {
 			moves, lag = 2, 2 // and crashed
 		}
 		b := allow + moves*skewMove() + lag
-		extra = max(extra, ks.allowed-allow)
-		if ks.allowed > b {
+		extra = max(extra, ks.Allowed-allow)
+		if ks.Allowed > b {
 			t.Errorf("key %s (owner %s): admitted %d, bound %d (fault-free allowance %d over %s, %d moves × %d, lag %d; by source %v)",
-				k, owner[k], ks.allowed, b, allow, ks.last.Sub(ks.first).Round(time.Millisecond), moves, skewMove(), lag, ks.allowedFrom)
+				k, owner[k], ks.Allowed, b, allow, ks.Last.Sub(ks.First).Round(time.Millisecond), moves, skewMove(), lag, ks.AllowedFrom)
 		}
 		if g := maxGap(ks); g > gapBound() {
 			t.Errorf("key %s (owner %s) waited %s between two admissions; bound %s", k, owner[k], g.Round(time.Millisecond), gapBound())
@@ -87,123 +96,34 @@ func TestSkewInProcess(t *testing.T) {
 		worstGap = max(worstGap, maxGap(ks))
 	}
 	t.Logf("clocks %v, rule %s %d per %s: %d calls; most admitted beyond the fault-free allowance %d (a move to a clock ahead may add %d); longest wait between admissions %s (bound %s)",
-		skewOffsets, skewRule.algorithm, skewRule.limit, skewRule.window, l.calls, extra, skewMove(), worstGap.Round(time.Millisecond), gapBound())
+		skewOffsets, skewRule.Algorithm, skewRule.Limit, skewRule.Window, res.Calls, extra, skewMove(), worstGap.Round(time.Millisecond), gapBound())
 }
 
-// inprocLoad calls the nodes of a nodetest.Cluster directly.
-type inprocLoad struct {
-	rule   ringlimit.Rule
-	keys   []string
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	once   sync.Once
-
-	mu        sync.Mutex
-	nodes     []*node.Node
-	up        []bool
-	epoch     []uint64
-	perKey    map[string]*keyStat
-	calls     int
-	errs      int
-	errSample []string
+// inprocNode is a node of a nodetest.Cluster as the load calls it:
+// directly, in process.
+type inprocNode struct {
+	chaoskit.Switch
+	nd atomic.Pointer[node.Node] // the node's current incarnation
 }
 
-func newInprocLoad(nodes []*node.Node, keys []string) *inprocLoad {
-	ctx, cancel := context.WithTimeout(context.Background(), loadMaxTime)
-	alg, _ := ringlimit.ParseAlgorithm(skewRule.algorithm)
-	l := &inprocLoad{
-		rule: ringlimit.Rule{Algorithm: alg, Limit: int64(skewRule.limit), Window: skewRule.window},
-		keys: keys, cancel: cancel,
-		nodes:  append([]*node.Node(nil), nodes...),
-		up:     make([]bool, len(nodes)),
-		epoch:  make([]uint64, len(nodes)),
-		perKey: map[string]*keyStat{},
+var _ chaoskit.Target = (*inprocNode)(nil)
+
+// upAs makes nd the node's incarnation and switches it on.
+func (n *inprocNode) upAs(nd *node.Node) {
+	n.nd.Store(nd)
+	n.On()
+}
+
+func (n *inprocNode) Name() string { return n.nd.Load().Name() }
+
+func (n *inprocNode) Allow(ctx context.Context, key string, r chaoskit.Rule) (chaoskit.Decision, error) {
+	alg, err := ringlimit.ParseAlgorithm(r.Algorithm)
+	if err != nil {
+		return chaoskit.Decision{}, err
 	}
-	for i := range l.up {
-		l.up[i] = true
+	d, err := n.nd.Load().AllowN(ctx, key, ringlimit.Rule{Algorithm: alg, Limit: int64(r.Limit), Window: r.Window}, 1)
+	if err != nil {
+		return chaoskit.Decision{}, err
 	}
-	for range loadWorkers {
-		l.wg.Add(1)
-		go l.worker(ctx)
-	}
-	return l
-}
-
-func (l *inprocLoad) stop() {
-	l.once.Do(func() {
-		l.cancel()
-		l.wg.Wait()
-	})
-}
-
-func (l *inprocLoad) down(i int) {
-	l.mu.Lock()
-	l.up[i] = false
-	l.epoch[i]++
-	l.mu.Unlock()
-}
-
-func (l *inprocLoad) upAs(i int, nd *node.Node) {
-	l.mu.Lock()
-	l.nodes[i], l.up[i] = nd, true
-	l.mu.Unlock()
-}
-
-func (l *inprocLoad) worker(ctx context.Context) {
-	defer l.wg.Done()
-	tick := time.NewTicker(loadTick)
-	defer tick.Stop()
-	for range loadMaxCalls {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		l.mu.Lock()
-		var idx []int
-		for i, u := range l.up {
-			if u {
-				idx = append(idx, i)
-			}
-		}
-		if len(idx) == 0 {
-			l.mu.Unlock()
-			continue
-		}
-		i := idx[rand.IntN(len(idx))]
-		nd, epoch := l.nodes[i], l.epoch[i]
-		l.mu.Unlock()
-		key := l.keys[rand.IntN(len(l.keys))]
-		start := time.Now()
-		d, err := nd.AllowN(ctx, key, l.rule, 1)
-		end := time.Now()
-		if ctx.Err() != nil {
-			return
-		}
-		l.mu.Lock()
-		dead := l.epoch[i] != epoch
-		l.calls++
-		switch {
-		case err != nil && dead && errors.Is(err, ringlimit.ErrClosed):
-		case err != nil:
-			l.errs++
-			if len(l.errSample) < 5 {
-				l.errSample = append(l.errSample, fmt.Sprintf("%s %s: %v", nd.Name(), key, err))
-			}
-		default:
-			ks := l.perKey[key]
-			if ks == nil {
-				ks = &keyStat{allowedBy: map[string]int{}, allowedFrom: map[string]int{}, first: start}
-				l.perKey[key] = ks
-			}
-			ks.attempts++
-			ks.last = end
-			if d.Allowed {
-				ks.allowed++
-				ks.allowedFrom[d.Source.String()]++
-				ks.admits = append(ks.admits, end)
-			}
-		}
-		l.mu.Unlock()
-	}
+	return chaoskit.Decision{Allowed: d.Allowed, Source: d.Source.String()}, nil
 }

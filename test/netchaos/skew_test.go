@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/ringlimit/ringlimit/test/internal/chaoskit"
 )
 
 // Clock skew. Owners decide on their own clocks; states move between
@@ -31,7 +33,7 @@ import (
 // between two admissions than 1/rate + maxSkew + skewSlack.
 var (
 	skewOffsets = []time.Duration{-time.Second, 0, time.Second}
-	skewRule    = rule{"token_bucket", 10, 5 * time.Second}
+	skewRule    = chaoskit.Rule{Algorithm: "token_bucket", Limit: 10, Window: 5 * time.Second}
 )
 
 const skewSlack = time.Second // detection, hand-off and scheduling on a loaded machine
@@ -40,22 +42,22 @@ func maxSkew() time.Duration {
 	return slices.Max(skewOffsets) - min(slices.Min(skewOffsets), 0)
 }
 
-func skewRate() float64 { return float64(skewRule.limit) / skewRule.window.Seconds() }
+func skewRate() float64 { return float64(skewRule.Limit) / skewRule.Window.Seconds() }
 
 // skewAllowance is what a key may admit over span with no fault: the burst
 // plus the refill, and one for the integer rounding.
 func skewAllowance(span time.Duration) int {
-	return skewRule.limit + int(math.Ceil(skewRate()*span.Seconds())) + 1
+	return skewRule.Limit + int(math.Ceil(skewRate()*span.Seconds())) + 1
 }
 
 // skewMove is what one move of a state to a clock ahead may add.
 func skewMove() int { return int(math.Ceil(skewRate() * maxSkew().Seconds())) }
 
 // maxGap is the longest a key under load waited between two admissions.
-func maxGap(ks *keyStat) time.Duration {
+func maxGap(ks *chaoskit.KeyStat) time.Duration {
 	var g time.Duration
-	prev := ks.first
-	for _, a := range ks.admits {
+	prev := ks.First
+	for _, a := range ks.Admits {
 		g = max(g, a.Sub(prev))
 		prev = a
 	}
@@ -73,8 +75,8 @@ func skewFinish(ru *run, victims, survivors []int, moves, lag func(key string) i
 	var worstKey string
 	extra := 0
 	ru.allowance = func(k string) int {
-		ks := ru.l.perKey[k]
-		return skewAllowance(ks.last.Sub(ks.first))
+		ks := ru.res.PerKey[k]
+		return skewAllowance(ks.Last.Sub(ks.First))
 	}
 	// Each time a ring dropped the key's owner (a crash, a leave, or a
 	// probe that timed out on a loaded machine) the key may have moved.
@@ -82,26 +84,26 @@ func skewFinish(ru *run, victims, survivors []int, moves, lag func(key string) i
 		return ru.allowance(k) + max(moves(k), ru.drops[ru.owner[k]])*skewMove() + lag(k)
 	}
 	r := ru.finish(victims, survivors, func(k string) int {
-		ks := ru.l.perKey[k]
+		ks := ru.res.PerKey[k]
 		if g := maxGap(ks); g > worstGap {
 			worstGap, worstKey = g, k
 		}
-		extra = max(extra, ks.allowed-ru.allowance(k))
+		extra = max(extra, ks.Allowed-ru.allowance(k))
 		return bound(k)
 	})
 	if worstGap > gapBound() {
 		ru.t.Errorf("key %s (owner %s) waited %s between two admissions; bound 1/rate + max skew + slack = %s",
 			worstKey, ru.owner[worstKey], worstGap.Round(time.Millisecond), gapBound())
 	}
-	r.note += fmt.Sprintf("; most admitted beyond the fault-free allowance: %d (a move to a clock ahead may add %d); longest wait between admissions %s (bound %s)",
+	r.Note += fmt.Sprintf("; most admitted beyond the fault-free allowance: %d (a move to a clock ahead may add %d); longest wait between admissions %s (bound %s)",
 		extra, skewMove(), worstGap.Round(time.Millisecond), gapBound())
 	return r
 }
 
 func skewNote(c *cluster) string {
 	s := "clocks:"
-	for _, p := range c.nodes {
-		s += fmt.Sprintf(" %s %+v", p.name, p.offset)
+	for _, p := range c.cnodes {
+		s += fmt.Sprintf(" %s %+v", p.Name(), p.offset)
 	}
 	return s
 }
@@ -110,9 +112,9 @@ func skewNote(c *cluster) string {
 func skewSteady(t *testing.T, im images) row {
 	ru := begin(t, im, skewOffsets, skewRule)
 	time.Sleep(4 * time.Second) // steady load
-	ru.r.detect, ru.r.recover = -1, -1
-	ru.r.note = skewNote(ru.c)
-	all := ru.c.others()
+	ru.r.Detect, ru.r.Recover = -1, -1
+	ru.r.Note = skewNote(ru.c)
+	all := ru.c.Others()
 	return skewFinish(ru, nil, all, func(string) int { return 0 }, func(string) int { return 0 })
 }
 
@@ -122,16 +124,16 @@ func skewSteady(t *testing.T, im images) row {
 func skewRolling(t *testing.T, im images) row {
 	ru := begin(t, im, skewOffsets, skewRule)
 	c := ru.c
-	for i := range c.nodes {
+	for i := range c.cnodes {
 		stop := time.Now()
 		c.term(i)
-		c.waitView(c.others(i), c.without(i), 15*time.Second)
-		ru.r.detect = max(ru.r.detect, time.Since(stop))
-		ru.r.recover = max(ru.r.recover, c.restart(i))
+		c.WaitView(c.Others(i), c.Without(i), 15*time.Second)
+		ru.r.Detect = max(ru.r.Detect, time.Since(stop))
+		ru.r.Recover = max(ru.r.Recover, c.restart(i))
 	}
 	ru.recovered()
-	ru.r.note = skewNote(c)
-	all := c.others()
+	ru.r.Note = skewNote(c)
+	all := c.Others()
 	return skewFinish(ru, all, all, func(string) int { return 1 }, func(string) int { return 0 })
 }
 
@@ -144,14 +146,14 @@ func skewCrash(t *testing.T, im images) row {
 	c := ru.c
 	v := slices.Index(skewOffsets, slices.Min(skewOffsets))
 	c.kill(v)
-	c.waitView(c.others(v), c.without(v), 15*time.Second)
-	ru.r.detect = time.Since(ru.from)
+	c.WaitView(c.Others(v), c.Without(v), 15*time.Second)
+	ru.r.Detect = time.Since(ru.from)
 	time.Sleep(2 * time.Second) // the node stays dead
-	ru.r.recover = c.restart(v)
+	ru.r.Recover = c.restart(v)
 	ru.recovered()
-	victim := c.nodes[v].name
-	ru.r.note = skewNote(c) + "; the victim is " + victim
-	return skewFinish(ru, []int{v}, c.others(v), func(k string) int {
+	victim := c.cnodes[v].Name()
+	ru.r.Note = skewNote(c) + "; the victim is " + victim
+	return skewFinish(ru, []int{v}, c.Others(v), func(k string) int {
 		return b2i(ru.owner[k] == victim)
 	}, func(k string) int { return 2 * b2i(ru.owner[k] == victim) })
 }
