@@ -150,3 +150,47 @@ func TestAllowAllCommands(t *testing.T) {
 		}
 	}
 }
+
+// A value not ours at either index of two rules, under every pair of
+// algorithms (a sliding log's held writes included), answers ErrBadValue
+// and writes nothing: the other index stays absent, the bad value as it was.
+func TestAllowAllBadValueAnyIndex(t *testing.T) {
+	_, c := server(t)
+	ctx := context.Background()
+	l := remote.New(c, remote.Config{Clock: testclock.New(multitest.T0)})
+	ours := func(alg ringlimit.Algorithm) string { // a value of ours, cut short
+		v := remote.EncodeState(remote.State{Algorithm: alg, Window: 1000, A: 1, B: 1})
+		return string(v[:len(v)-1])
+	}
+	n := 0
+	for _, a := range algorithms {
+		for _, b := range algorithms {
+			rules := []ringlimit.Rule{{Algorithm: a, Limit: 5, Window: time.Second}, {Algorithm: b, Limit: 50, Window: time.Minute}}
+			for bad := range 2 {
+				for _, v := range []string{"not ours", ours(rules[bad].Algorithm), ""} {
+					n++
+					key := fmt.Sprintf("k%d", n)
+					badKey, other := l.IndexKey(key, bad), l.IndexKey(key, 1-bad)
+					put := c.B().Set().Key(badKey).Value(v).Build()
+					if v == "" { // another type
+						put = c.B().Rpush().Key(badKey).Element("x").Build()
+					}
+					if err := c.Do(ctx, put).Error(); err != nil {
+						t.Fatal(err)
+					}
+					if _, err := l.AllowAll(ctx, key, rules, 1); !errors.Is(err, ringlimit.ErrBadValue) {
+						t.Fatalf("%s, %s, %q at index %d: %v, want ErrBadValue", a, b, v, bad, err)
+					}
+					if got, _ := c.Do(ctx, c.B().Exists().Key(other).Build()).AsInt64(); got != 0 {
+						t.Errorf("%s, %s, %q at index %d: index %d written", a, b, v, bad, 1-bad)
+					}
+					if v != "" {
+						if got, _ := c.Do(ctx, c.B().Get().Key(badKey).Build()).ToString(); got != v {
+							t.Errorf("%s, %s, %q at index %d: now %q", a, b, v, bad, got)
+						}
+					}
+				}
+			}
+		}
+	}
+}
