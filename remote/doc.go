@@ -2,8 +2,8 @@
 // Redis 7+): the five algorithms of package local as Lua scripts, one round
 // trip and one atomic script per decision. AllowAll runs one script that
 // applies every rule, all or nothing (MultiScript): the algorithms' bodies
-// as branches of one function, so each algorithm has one copy in Lua (with
-// one rule, AllowAll runs that rule's own script).
+// as branches of its loop over the rules, so each algorithm has one copy in
+// Lua (with one rule, AllowAll runs that rule's own script).
 //
 // # Contract
 //

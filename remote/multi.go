@@ -15,25 +15,44 @@ import (
 var _ ringlimit.MultiLimiter = (*Limiter)(nil)
 
 // MultiScript returns the full Lua source of AllowAll's script: the value
-// checks and the prelude, then every algorithm's body (the very files the
-// single-rule scripts run) as one branch of run(alg), a function of the
-// prelude's variables, then the code that applies them all or nothing
-// (scripts/multi.lua). So each algorithm has one copy in Lua, and a call
-// makes one closure for them all, not one per algorithm.
+// checks and the prelude, then the code that applies every rule all or
+// nothing (scripts/multi.lua), which runs each rule through its
+// algorithm's body: the very files the single-rule scripts run, placed in
+// its loop over the rules as one branch each, so each algorithm has one
+// copy in Lua. A body's last statement, its reply (return reply(...)),
+// becomes verdict = reply(...); its other returns (return BAD) end the
+// whole script, which has written nothing yet. Inline, the bodies cost no
+// function call, closure or upvalue per call.
 func MultiScript() string {
 	var b strings.Builder
-	b.WriteString(source("value.lua", "prelude.lua"))
-	fmt.Fprintf(&b, "\nlocal LOG = %d\nlocal function run(alg)\n", ringlimit.SlidingLog)
 	for alg, f := range scriptFiles {
+		body := strings.TrimRight(source(f), "\n")
+		last := strings.LastIndex(body, "\n"+lastReturn)
+		if last < 0 || strings.Contains(body[last+1:], "\n") || strings.Contains(body, "verdict") {
+			// Embedded: every test of the package fails at once.
+			panic("remote: " + f + " does not end in one line " + lastReturn + "...), or names verdict")
+		}
 		if alg > 0 {
 			b.WriteString("else")
 		}
-		fmt.Fprintf(&b, "if alg == %d then\n%s\n", alg, source(f))
+		fmt.Fprintf(&b, "if alg == %d then\n%s\nverdict = reply(%s\n", alg, body[:last], body[last+1+len(lastReturn):])
 	}
-	b.WriteString("end\nend\n")
-	b.WriteString(source("multi.lua"))
-	return b.String()
+	b.WriteString("end")
+	multi := source("multi.lua")
+	if !strings.Contains(multi, bodiesMark) {
+		panic("remote: multi.lua has no " + bodiesMark) // embedded, as above
+	}
+	return source("value.lua", "prelude.lua") +
+		fmt.Sprintf("\nlocal LOG = %d\n", ringlimit.SlidingLog) +
+		strings.Replace(multi, bodiesMark, b.String(), 1)
 }
+
+// lastReturn starts the last statement of every algorithm's body, and
+// bodiesMark is the line of multi.lua that MultiScript replaces with them.
+const (
+	lastReturn = "return reply("
+	bodiesMark = "--{{bodies}}"
+)
 
 // multiScripts is AllowAll's script, built once.
 var multiScripts = buildMulti(MultiScript())

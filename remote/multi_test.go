@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,5 +102,95 @@ func TestAllowAllBadValue(t *testing.T) {
 	}
 	if n, _ := c.Do(ctx, c.B().Exists().Key(l.IndexKey("k", 0)).Build()).AsInt64(); n != 0 {
 		t.Fatal("index 0 was written beside a bad value")
+	}
+}
+
+// AllowAll's script reads each bucket's or window's state with one GET and
+// nothing else, whether it is there or not (a GET tells another type from
+// an absent key by its error; MGET answers nil for both, which then took an
+// EXISTS), and writes each with one SET; a split call writes nothing, and
+// its admitting rules decide again as peeks on the values already read.
+func TestAllowAllCommands(t *testing.T) {
+	_, c := server(t)
+	ctx := context.Background()
+	l := remote.New(c, remote.Config{Clock: testclock.New(multitest.T0)})
+	count := func() map[string]int64 {
+		out := map[string]int64{}
+		for name, st := range commandStats(t, c) {
+			out[name] = st.calls
+		}
+		return out
+	}
+	for _, alg := range []ringlimit.Algorithm{ringlimit.TokenBucket, ringlimit.LeakyBucket, ringlimit.FixedWindow, ringlimit.SlidingWindow} {
+		rules := []ringlimit.Rule{{Algorithm: alg, Limit: 1, Window: time.Minute}, {Algorithm: alg, Limit: 10, Window: time.Hour}}
+		key := "k-" + alg.String()
+		for _, step := range []struct {
+			what       string
+			gets, sets int64
+		}{
+			{"absent states", 2, 2},
+			{"a split call", 2, 0}, // rule 0 denies, rule 1 reports as a peek
+		} {
+			before := count()
+			if _, err := l.AllowAll(ctx, key, rules, 1); err != nil {
+				t.Fatal(err)
+			}
+			after := count()
+			if got := after["get"] - before["get"]; got != step.gets {
+				t.Errorf("%s, %s: %d GETs, want %d", alg, step.what, got, step.gets)
+			}
+			if got := after["set"] - before["set"]; got != step.sets {
+				t.Errorf("%s, %s: %d SETs, want %d", alg, step.what, got, step.sets)
+			}
+			for _, cmd := range []string{"mget", "exists", "strlen", "getrange"} {
+				if got := after[cmd] - before[cmd]; got != 0 {
+					t.Errorf("%s, %s: %d %s, want none", alg, step.what, got, strings.ToUpper(cmd))
+				}
+			}
+		}
+	}
+}
+
+// A value not ours at either index of two rules, under every pair of
+// algorithms (a sliding log's held writes included), answers ErrBadValue
+// and writes nothing: the other index stays absent, the bad value as it was.
+func TestAllowAllBadValueAnyIndex(t *testing.T) {
+	_, c := server(t)
+	ctx := context.Background()
+	l := remote.New(c, remote.Config{Clock: testclock.New(multitest.T0)})
+	ours := func(alg ringlimit.Algorithm) string { // a value of ours, cut short
+		v := remote.EncodeState(remote.State{Algorithm: alg, Window: 1000, A: 1, B: 1})
+		return string(v[:len(v)-1])
+	}
+	n := 0
+	for _, a := range algorithms {
+		for _, b := range algorithms {
+			rules := []ringlimit.Rule{{Algorithm: a, Limit: 5, Window: time.Second}, {Algorithm: b, Limit: 50, Window: time.Minute}}
+			for bad := range 2 {
+				for _, v := range []string{"not ours", ours(rules[bad].Algorithm), ""} {
+					n++
+					key := fmt.Sprintf("k%d", n)
+					badKey, other := l.IndexKey(key, bad), l.IndexKey(key, 1-bad)
+					put := c.B().Set().Key(badKey).Value(v).Build()
+					if v == "" { // another type
+						put = c.B().Rpush().Key(badKey).Element("x").Build()
+					}
+					if err := c.Do(ctx, put).Error(); err != nil {
+						t.Fatal(err)
+					}
+					if _, err := l.AllowAll(ctx, key, rules, 1); !errors.Is(err, ringlimit.ErrBadValue) {
+						t.Fatalf("%s, %s, %q at index %d: %v, want ErrBadValue", a, b, v, bad, err)
+					}
+					if got, _ := c.Do(ctx, c.B().Exists().Key(other).Build()).AsInt64(); got != 0 {
+						t.Errorf("%s, %s, %q at index %d: index %d written", a, b, v, bad, 1-bad)
+					}
+					if v != "" {
+						if got, _ := c.Do(ctx, c.B().Get().Key(badKey).Build()).ToString(); got != v {
+							t.Errorf("%s, %s, %q at index %d: now %q", a, b, v, bad, got)
+						}
+					}
+				}
+			}
+		}
 	}
 }

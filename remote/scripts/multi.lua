@@ -1,111 +1,74 @@
--- AllowAll: every rule on one key, all or nothing. Follows the prelude and
--- run(alg), the algorithms' bodies as branches of one function of the
--- prelude's variables; see remote/multi.go.
+-- AllowAll: every rule on one key, all or nothing. Follows the prelude; see
+-- remote/multi.go.
 -- KEYS[i]: the state of rule i (KEYS[1] is the key's AllowN state).
 -- ARGV[1]: the rules, 25 bytes each, in order (so the prelude reads rule 1);
 -- ARGV[2]: now or ''; ARGV[3]: n.
 -- The reply is the algorithms' replies, one per rule, in order.
 local rules, k = ARGV[1], #KEYS
--- The states of all but sliding_log rules (which read their own values, in
--- pieces) come from one MGET. MGET answers nil for another type as for an
--- absent key: one EXISTS over the nil ones tells them apart.
-local logs = false
-for i = 1, k do
-  if string.byte(rules, 25 * i - 24) == LOG then logs = true end
-end
-local reads = KEYS
-if logs then
-  reads = {}
-  for i = 1, k do
-    if string.byte(rules, 25 * i - 24) ~= LOG then reads[#reads + 1] = KEYS[i] end
-  end
-end
-local vals = {}
-if #reads > 0 then
-  local got = redis.call('MGET', unpack(reads))
-  local nils = 0
-  for j = 1, #reads do
-    local raw = got[j]
-    if raw then
-      if not wellFormed(raw, #raw) then return BAD end
-    else
-      nils = nils + 1
-    end
-  end
-  if nils > 0 then
-    local absent = reads
-    if nils < #reads then
-      absent = {}
-      for j = 1, #reads do
-        if not got[j] then absent[#absent + 1] = reads[j] end
-      end
-    end
-    if redis.call('EXISTS', unpack(absent)) > 0 then return BAD end -- another type
-  end
-  if logs then
-    local j = 0
-    for i = 1, k do
-      if string.byte(rules, 25 * i - 24) ~= LOG then
-        j = j + 1
-        vals[i] = got[j]
-      end
-    end
-  else
-    vals = got
-  end
-end
-
--- The rules' replies are kept as numbers, five a rule, and packed once.
-reply = function(a, b, c, d, e) return a, b, c, d, e end
 -- Writes are held back until every rule has decided: save's by rule (each
--- rule saves at most once), the sliding log's in order.
-local cur, saved, held = 0, {}, nil
-save = function(value, untilms) saved[cur], saved[k + cur] = value, untilms end
-write = function(...)
-  held = held or {}
-  held[#held + 1] = {...}
-end
+-- rule saves at most once) in held, rule i's value at 2i-1 and its instant
+-- at 2i, and at 2k+i the value rule i read (false if none); the sliding
+-- log's, in order, in logw. (A table made whole costs less than one that
+-- grows.)
+local cur, held, logw = 1, {false, false, false, false, false, false}, nil
+save = function(value, untilms) held[2 * cur - 1], held[2 * cur] = value, untilms end
 
--- decide runs rule i on the prelude's variables, as the single-rule script
--- of its algorithm runs on KEYS[1], and stores its reply in out.
-local out = {}
-local function decide(i)
-  local o = 25 * i - 24
-  cur, key, tag = i, KEYS[i], string.sub(rules, o, o + 8)
-  window, limit, burst = struct.unpack('<i8i8i8', rules, o + 1)
-  st = nil
-  local raw = vals[i]
-  if raw and string.sub(raw, 1, 9) == tag then st = raw end
-  local a, b, c, d, e = run(string.byte(rules, o))
-  if a == BAD then return false end
-  o = 5 * i - 4
-  out[o], out[o + 1], out[o + 2], out[o + 3], out[o + 4] = a, b, c, d, e
-  return true
-end
--- Every rule decides as the call asks, its writes held (each algorithm
--- reads its state before it writes). If every rule admits, the held writes
--- are made. Else nothing is written, and the rules that admitted decide
--- again as peeks, to report what they have left (a denial is the same
--- either way). So k rules cost k runs, one MGET and, if some state is
--- absent, one EXISTS.
-local all = true
-for i = 1, k do
-  if not decide(i) then return BAD end -- nothing written yet
-  if out[5 * i - 4] ~= 1 then all = false end
-end
-if all then
+-- Every rule decides as the call asks, on the prelude's variables, as the
+-- single-rule script of its algorithm decides on KEYS[1]: it reads its
+-- state, then its algorithm's body runs (MultiScript places the bodies here,
+-- each one's reply in verdict; a body that finds a bad value returns BAD,
+-- the script's reply, with nothing written yet). If every rule admits, the
+-- held writes are made. Else nothing is written, and the rules that
+-- admitted decide again (pass 2) as peeks, to report what they have left;
+-- a denial is the same either way. Bit i-1 of admitted is set if rule i
+-- admitted. So k rules cost k decisions and k reads, one GET each (a
+-- sliding log reads its own value, in pieces, each time it decides).
+local res, admitted, all = '', 0, 2 ^ k - 1
+for pass = 1, 2 do
+  local out, bit = '', 1
   for i = 1, k do
-    if saved[i] then redis.call('SET', KEYS[i], saved[i], 'PX', ttl(saved[k + i])) end
+    local verdict
+    if pass == 2 and admitted % (2 * bit) < bit then
+      verdict = string.sub(res, 40 * i - 39, 40 * i) -- denied: as it was
+    else
+      local o = 25 * i - 24
+      if i ~= cur then
+        cur, key, tag = i, KEYS[i], string.sub(rules, o, o + 8)
+        window, limit, burst = struct.unpack('<i8i8i8', rules, o + 1)
+      end
+      local alg = string.byte(rules, o)
+      st = nil
+      if alg == LOG then
+        if not logw then
+          logw = {}
+          write = function(...) logw[#logw + 1] = {...} end
+        end
+      else -- as read.lua
+        local raw = held[2 * k + i]
+        if pass == 1 then
+          raw = redis.pcall('GET', key)
+          if type(raw) == 'table' then return BAD end -- WRONGTYPE
+          if raw and not wellFormed(raw, #raw) then return BAD end
+          held[2 * k + i] = raw
+        end
+        if raw and string.sub(raw, 1, 9) == tag then st = raw end
+      end
+--{{bodies}}
+      if pass == 1 and string.byte(verdict, 1) == 1 then admitted = admitted + bit end
+    end
+    out, bit = out .. verdict, bit * 2
   end
-  if held then
-    for j = 1, #held do redis.call(unpack(held[j])) end
-  end
-elseif consume then
+  res = out
+  if admitted == all or admitted == 0 or not consume then break end
   consume = false
+end
+if consume and admitted == all then
   for i = 1, k do
-    if out[5 * i - 4] == 1 then decide(i) end
+    local v = held[2 * i - 1]
+    if v then redis.call('SET', KEYS[i], v, 'PX', ttl(held[2 * i])) end
+  end
+  if logw then
+    for j = 1, #logw do redis.call(unpack(logw[j])) end
   end
 end
--- The format of 8 rules' replies (MaxRules), cut to k rules'.
-local FMT = '<i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8i8'
-return struct.pack(string.sub(FMT, 1, 1 + 10 * k), unpack(out))
+return res
