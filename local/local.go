@@ -59,6 +59,23 @@ type Limiter struct {
 	mask   uint64 // len(shards) − 1: a key's shard is the low bits of its hash mixed with mix
 	mix    uint64 // random, odd: a client cannot aim its keys at one shard
 	shards []shard
+	hooks  *testHooks // nil but in the package's own tests
+}
+
+// testHooks let the package's tests hold AllowAll's fast path (inPlace) to
+// its general path: general makes AllowAll skip the fast path, and inPlace
+// counts the calls it decided (the tests that set them call serially).
+type testHooks struct {
+	general bool
+	inPlace int
+}
+
+func (h *testHooks) skipFast() bool { return h != nil && h.general }
+
+func (h *testHooks) decidedFast() {
+	if h != nil {
+		h.inPlace++
+	}
 }
 
 var _ ringlimit.Limiter = (*Limiter)(nil)

@@ -297,3 +297,23 @@ func TestAllowAllDenialPeeksStaleStatesAfresh(t *testing.T) {
 		t.Fatalf("got %+v %v; want index 0 denied, index 1 a full bucket of 10", ds, err)
 	}
 }
+
+// A denial leaves every state as it was, also one that stopped mattering
+// at the call's instant: a call at an earlier instant (a clock that went
+// back, or a caller that read the clock before the denied call took the
+// lock) still finds it, as it would find the value in Valkey.
+func TestAllowAllDenialKeepsStatesForEarlierInstants(t *testing.T) {
+	l := local.New(local.Config{Clock: testclock.New(t0m)})
+	a := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: 3, Window: time.Second}
+	b := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: 3, Window: 10 * time.Second}
+	if ds, err := l.AllowAllAt(t0m.Add(500*time.Millisecond), "k", []ringlimit.Rule{a, b}, 3); err != nil || !ds[0].Allowed || !ds[1].Allowed {
+		t.Fatalf("filling both: %+v %v", ds, err)
+	}
+	// At 1 s a's window (and its state) ends; b denies.
+	if ds, err := l.AllowAllAt(t0m.Add(time.Second), "k", []ringlimit.Rule{a, b}, 1); err != nil || !ds[0].Allowed || ds[1].Allowed {
+		t.Fatalf("at 1 s: %+v %v; want a to admit and b to deny", ds, err)
+	}
+	if d, _ := l.AllowNAt(t0m.Add(999*time.Millisecond), "k", a, 1); d.Allowed {
+		t.Fatalf("at 999 ms a's full window admitted a 4th hit: %+v", d)
+	}
+}

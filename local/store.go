@@ -494,7 +494,8 @@ func (s *shard) applyAll(ds []ringlimit.Decision, key string, frag uint32, rules
 	if !consume {
 		n = 1
 	}
-	if consume && s.inPlace(ds, rules, &slots, &es, now, n) {
+	if consume && !s.l.hooks.skipFast() && s.inPlace(ds, rules, &slots, &es, now, n) {
+		s.l.hooks.decidedFast()
 		return true, nil
 	}
 	// Each rule decides on a copy of its state as if it recorded the hits
@@ -562,57 +563,54 @@ func (s *shard) applyAll(ds []ringlimit.Decision, key string, frag uint32, rules
 }
 
 // inPlace is applyAll's common case, n > 0 hits on a key whose every state
-// at the rules' indexes (slots) is here and keeps no log, each live under
-// its rule or no longer mattering: each rule decides on its state in place,
-// recording, as AllowN's own fast path does (no copies, no second pass to
-// record). If a rule denies, the states that recorded are put back as they
-// were and every rule decides again as a peek, to report what it has left.
-// It reports false, having decided nothing, for any other key.
+// at the rules' indexes (es) is here and keeps no log, each live under its
+// rule or no longer mattering: each rule decides on a copy of its state (an
+// empty one for a state that no longer matters, which decides as one), as
+// if recording, and if every rule admits, the copies are written back, as
+// AllowN's own fast path writes its one state: no insert, no second
+// decision. If a rule denies, nothing was written, and every rule peeks at
+// its state (or an empty one) to report what it has left. It reports
+// false, having decided nothing, for any other key.
 //
-// A state that no longer matters decides as an empty one, so it is emptied
-// first and takes its rule's tag: no decision can tell (it still does not
-// matter until it records).
+// A state that no longer matters at now is written only if every rule
+// admits: a call at an earlier instant (a clock that went back, or a caller
+// that read the clock before another took the lock) must still find it.
 func (s *shard) inPlace(ds []ringlimit.Decision, rules []ringlimit.Rule, slots *[ringlimit.MaxRules]int32, es *[ringlimit.MaxRules]*entry, now, n int64) bool {
 	for j, r := range rules {
 		e := es[j]
-		if e == nil || r.Algorithm == ringlimit.SlidingLog {
-			return false
+		if e == nil || r.Algorithm == ringlimit.SlidingLog || e.st.log != nil {
+			return false // a log's bytes may change
 		}
-		if e.st.log != nil || e.tag&^dirtyBit != tagOf(r.Algorithm, uint64(j), &s.multi[j].p) && e.until > now {
-			return false // a log's bytes may change; a live state under another rule is kept
+		if e.until > now && e.tag&^dirtyBit != tagOf(r.Algorithm, uint64(j), &s.multi[j].p) {
+			return false // a live state under another rule is kept
 		}
 	}
-	var was [ringlimit.MaxRules]struct{ a, b, c, until int64 }
+	var cp [ringlimit.MaxRules]state
+	var untils [ringlimit.MaxRules]int64
 	for j, r := range rules {
-		e, w := es[j], &was[j]
-		if e.until <= now {
-			e.st = state{}
-			e.tag = tagOf(r.Algorithm, uint64(j), &s.multi[j].p) | e.tag&dirtyBit
+		if e := es[j]; e.until > now {
+			cp[j].a, cp[j].b, cp[j].c = e.st.a, e.st.b, e.st.c
 		}
-		w.a, w.b, w.c, w.until = e.st.a, e.st.b, e.st.c, e.until
-		until := decide(&ds[j], &e.st, r.Algorithm, &s.multi[j].p, now, n, true)
-		if !ds[j].Allowed { // a denial wrote nothing: undo those before it
-			for m := range j {
-				e, w := es[m], &was[m]
-				e.st.a, e.st.b, e.st.c, e.until = w.a, w.b, w.c, w.until
-			}
+		untils[j] = decide(&ds[j], &cp[j], r.Algorithm, &s.multi[j].p, now, n, true)
+		if !ds[j].Allowed {
 			for m, r := range rules {
-				if e := es[m]; m > j && e.until <= now {
-					e.st = state{}
-					e.tag = tagOf(r.Algorithm, uint64(m), &s.multi[m].p) | e.tag&dirtyBit
+				st := &es[m].st
+				if es[m].until <= now {
+					cp[m] = state{}
+					st = &cp[m]
 				}
-				decide(&ds[m], &es[m].st, r.Algorithm, &s.multi[m].p, now, n, false)
+				decide(&ds[m], st, r.Algorithm, &s.multi[m].p, now, n, false)
 			}
 			return true
 		}
-		e.until = until
 	}
-	if s.track {
-		for j := range rules {
-			if e := es[j]; e.tag&dirtyBit == 0 {
-				e.tag |= dirtyBit
-				s.dirty = append(s.dirty, slots[j])
-			}
+	for j, r := range rules {
+		e := es[j]
+		e.st.a, e.st.b, e.st.c = cp[j].a, cp[j].b, cp[j].c
+		e.tag, e.until = tagOf(r.Algorithm, uint64(j), &s.multi[j].p)|e.tag&dirtyBit, untils[j]
+		if s.track && e.tag&dirtyBit == 0 {
+			e.tag |= dirtyBit
+			s.dirty = append(s.dirty, slots[j])
 		}
 	}
 	return true
@@ -649,7 +647,7 @@ func (s *shard) record(key string, frag uint32, i int32, idx, tag uint64, st *st
 // probe run.
 func (s *shard) lookupAll(key string, frag uint32, k int, slots *[ringlimit.MaxRules]int32, es *[ringlimit.MaxRules]*entry) {
 	for j := range k {
-		slots[j] = none
+		slots[j], es[j] = none, nil
 	}
 	mask := uint32(len(s.buckets) - 1)
 	for p, found := s.home(frag), 0; ; p = (p + 1) & mask {

@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -283,5 +284,33 @@ func TestAllowAllWriteBehindCarriesEveryIndex(t *testing.T) {
 	ds, err := store.AllowAll(ctx, "wb", rules, 0)
 	if err != nil || ds[0].Remaining != 96 || ds[1].Remaining != 1 {
 		t.Fatalf("the store's AllowAll sees %+v, %v; want 96 and 1 left", ds, err)
+	}
+}
+
+// AppendAll counts its own decisions only, not those dst held before; and
+// an error (here a caller's cancelled context on a forwarded key) returns
+// dst as it was.
+func TestAppendAllCountsAndFailsOnItsOwn(t *testing.T) {
+	c := nodetest.Start(t, 2, nil)
+	a := c.Nodes[0]
+	a.ObserveDecisions()
+	rules := multitest.Rules(ringlimit.FixedWindow, 10, 25)
+	own := keysOwnedBy(a, a.Name(), 1)[0]
+	other := keysOwnedBy(a, c.Nodes[1].Name(), 1)[0]
+	dst := []ringlimit.Decision{{Source: ringlimit.Fallback}} // a denial, by the policy
+	for range 2 { // the first starts the key's states (past the hand-off window's check), the second is decided where they are
+		if ds, err := a.AppendAll(ctx, dst, own, rules, 1); err != nil || len(ds) != 3 {
+			t.Fatalf("AppendAll: %+v %v", ds, err)
+		}
+	}
+	counts := a.DecisionStats().Counts
+	if counts[ringlimit.Local][node.ResultAllowed] != 2 || counts[ringlimit.Fallback] != [3]uint64{} {
+		t.Fatalf("counts %v: want 2 local decisions allowed and none from the policy", counts)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	ds, err := a.AppendAll(cancelled, dst, other, rules, 1)
+	if !errors.Is(err, context.Canceled) || len(ds) != 1 || &ds[0] != &dst[0] {
+		t.Fatalf("forwarded with a cancelled context: %+v %v; want dst as it was and context.Canceled", ds, err)
 	}
 }
