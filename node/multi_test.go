@@ -129,14 +129,19 @@ func TestAllowAllExactAcrossFiveNodes(t *testing.T) {
 	}
 }
 
+// observedPair starts two nodes and returns the first, observed (see
+// ObserveDecisions), a key it owns and one the other owns.
+func observedPair(t *testing.T) (a *node.Node, own, other string) {
+	c := nodetest.Start(t, 2, nil)
+	a = c.Nodes[0]
+	a.ObserveDecisions()
+	return a, keysOwnedBy(a, a.Name(), 1)[0], keysOwnedBy(a, c.Nodes[1].Name(), 1)[0]
+}
+
 // One AllowAll is one decision in Stats and in the metrics.
 func TestAllowAllIsOneDecision(t *testing.T) {
-	c := nodetest.Start(t, 2, nil)
-	a := c.Nodes[0]
-	a.ObserveDecisions()
+	a, own, other := observedPair(t)
 	rules := multitest.Rules(ringlimit.FixedWindow, 10, 25)
-	own := keysOwnedBy(a, a.Name(), 1)[0]
-	other := keysOwnedBy(a, c.Nodes[1].Name(), 1)[0]
 	before := a.Stats()
 	for _, k := range []string{own, own, other} {
 		if _, err := a.AllowAll(ctx, k, rules, 1); err != nil {
@@ -291,14 +296,12 @@ func TestAllowAllWriteBehindCarriesEveryIndex(t *testing.T) {
 // an error (here a caller's cancelled context on a forwarded key) returns
 // dst as it was.
 func TestAppendAllCountsAndFailsOnItsOwn(t *testing.T) {
-	c := nodetest.Start(t, 2, nil)
-	a := c.Nodes[0]
-	a.ObserveDecisions()
+	a, own, other := observedPair(t)
 	rules := multitest.Rules(ringlimit.FixedWindow, 10, 25)
-	own := keysOwnedBy(a, a.Name(), 1)[0]
-	other := keysOwnedBy(a, c.Nodes[1].Name(), 1)[0]
 	dst := []ringlimit.Decision{{Source: ringlimit.Fallback}} // a denial, by the policy
-	for range 2 { // the first starts the key's states (past the hand-off window's check), the second is decided where they are
+	// The first call starts the key's states, past the start's hand-off
+	// window; the second is decided where they are, on the owned path.
+	for range 2 {
 		if ds, err := a.AppendAll(ctx, dst, own, rules, 1); err != nil || len(ds) != 3 {
 			t.Fatalf("AppendAll: %+v %v", ds, err)
 		}
