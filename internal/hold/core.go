@@ -1,0 +1,618 @@
+package hold
+
+import (
+	"github.com/ringlimit/ringlimit"
+)
+
+// View is one snapshot of the ring, as the core needs it. *ring.Ring
+// implements it.
+type View interface {
+	OwnerOfHash(h uint64) string // "" for an empty ring
+	Contains(name string) bool
+	Members() []string // sorted
+}
+
+// Incarnations is implemented by a View that knows each member's
+// incarnation (a number that changes when a member restarts under the same
+// name). A pull then names the incarnation it expects, and a restarted
+// member, which holds nothing its predecessor held, answers as a gone one.
+type Incarnations interface {
+	Incarnation(name string) uint64
+}
+
+func incOf(v View, name string) uint64 {
+	if i, ok := v.(Incarnations); ok {
+		return i.Incarnation(name)
+	}
+	return 0
+}
+
+// Version orders the states of one key across holders, so that a late
+// copy never overwrites a newer one (in a hand-off or in the store). Epoch
+// rises at every hand-over of the state (a hybrid clock: at least the
+// giver's epoch + 1 and the taker's clock in ms); Seq counts the holder's
+// writes within its epoch.
+type Version struct{ Epoch, Seq uint64 }
+
+// Less reports whether v is older than w.
+func (v Version) Less(w Version) bool {
+	return v.Epoch < w.Epoch || v.Epoch == w.Epoch && v.Seq < w.Seq
+}
+
+// Next is the version a state takes when it changes hands at now (ms).
+func (v Version) Next(now int64) Version {
+	e := v.Epoch + 1
+	if now > 0 && uint64(now) > e {
+		e = uint64(now)
+	}
+	return Version{Epoch: e}
+}
+
+// Kind is what the shell does next for a call.
+type Kind uint8
+
+const (
+	Decide  Kind = iota // decide here, from the local store
+	Forward             // send the call to To (a call made on this node)
+	Moved               // answer a forwarded call: the key is with To
+	Pull                // ask To for the key's state (OpTake), then give the core its answer
+	Wait                // a pull for the key is on its way: call again once it ends
+	Load                // no source could be reached: load the key from the store, then decide
+)
+
+var kindNames = [...]string{"decide", "forward", "moved", "pull", "wait", "load"}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "kind?"
+}
+
+// Action is the core's answer to an event.
+type Action struct {
+	Kind Kind
+	To   string
+	Inc  uint64 // Pull: the incarnation of To expected (0: any)
+}
+
+// Call is a call for one key, as the core sees it.
+type Call struct {
+	Key  string
+	Hash uint64
+	// Has says the key's state is in the local store now (the shell asks it
+	// under the key's lock).
+	Has bool
+	// Forwarded: the call came from a peer. It is answered (Moved), never
+	// forwarded again: one hop.
+	Forwarded bool
+	// Via is the member that answered "moved to this node" for the call, if
+	// any: it may still hold a copy of the state, or know who does.
+	Via string
+	Now int64 // ms, the node's clock
+}
+
+// AnswerKind is what a pulled member said.
+type AnswerKind uint8
+
+const (
+	None        AnswerKind = iota // it holds nothing for the key, and knows of nobody who may
+	State                         // here is the state (it left the member with the answer)
+	MovedTo                       // ask To: the state went there, or may be there
+	Unreachable                   // no answer (the shell's pull timed out, or the member is gone)
+	Mine                          // the member is taking the key itself (a pull of its own is on its way): go there
+)
+
+// Answer is a pulled member's answer.
+type Answer struct {
+	Kind AnswerKind
+	To   string           // MovedTo
+	St   *ringlimit.State // State; nil is a key whose state expired
+	Ver  Version          // State
+}
+
+// mark says that this node gave a key's state to another member.
+type mark struct {
+	to    string
+	inc   uint64           // to's incarnation when marked (0: unknown)
+	ver   Version          // the version given
+	copy  *ringlimit.State // the state pushed to to, until to confirms it (a pull may take it)
+	until int64            // ms: after it the state no longer matters, nor the mark
+}
+
+// source is what a ring change left behind: for every key this node owns
+// now and another member owned in prev, that member may hold the state.
+type source struct {
+	id   uint64
+	at   int64 // ms, when the change was seen: after at+MaxUntil no state it stands for matters
+	prev View
+	done map[string]bool // members that resolved it (Done)
+}
+
+// flight is one pull in progress for a key: the members asked so far.
+type flight struct {
+	asked []string
+}
+
+// Core is the ownership state of one node. It is not safe for simultaneous
+// use: the shell serialises its events (one lock around the core and the
+// local store's hand-over steps).
+type Core struct {
+	self string
+	// Inc is this node's incarnation (see Incarnations); 0 if unknown.
+	Inc uint64
+	// Seeded says the node expects peers (it was given members to join):
+	// until its view holds another member it decides nothing, since any
+	// key may be held elsewhere. The shell ends the wait with Alone when it
+	// gives up on joining.
+	Seeded bool
+	// Stored says a central store holds what holders wrote behind: a key
+	// that no source holds is loaded from it before it starts afresh here
+	// (its last holder may have crashed, even under this node's own name).
+	Stored  bool
+	view    View
+	viewID  uint64
+	leaving View
+	joined  bool
+
+	srcs    []*source
+	nextSrc uint64
+	marks   map[string]*mark
+	pulls   map[string]*flight
+
+	maxMarks int
+	// MaxUntil bounds how long a mark lasts when the state it stands for
+	// has no known expiry (a "nothing here" answer): the longest a state
+	// can matter (the longest window a rule may hold).
+	MaxUntil int64
+
+	// Forgotten counts the unresolved ring changes dropped past the bound.
+	Forgotten uint64
+
+	bugs Bug // planted bugs, for the simulator's mutation check
+}
+
+// Bug plants one known bug in the core, so that the simulator's mutation
+// test can show it finds each.
+type Bug uint8
+
+const (
+	BugTwoHolders Bug = 1 << iota // a node that gave a key away decides it afresh
+	BugPullTwice                  // a pull is answered with the state, and the state stays
+	BugSkipLoad                   // an unreachable source is given up without the store load
+	BugSkipWindow                 // a ring change leaves no source: new owners decide at once
+)
+
+// New returns the core of the node named self, alone in its ring.
+func New(self string) *Core {
+	return &Core{self: self, marks: map[string]*mark{}, pulls: map[string]*flight{},
+		maxMarks: 1 << 20, MaxUntil: 25 * 3600 * 1000}
+}
+
+// SetBugs plants bugs (tests only).
+func (c *Core) SetBugs(b Bug) { c.bugs = b }
+
+// Self is the node's name.
+func (c *Core) Self() string { return c.self }
+
+// Quiet reports whether no key changes hands here: no mark, no source, no
+// pull, not leaving. An owned key may then be decided by the local store
+// alone, without asking the core.
+func (c *Core) Quiet() bool {
+	return len(c.marks) == 0 && len(c.srcs) == 0 && len(c.pulls) == 0 && c.leaving == nil
+}
+
+// Sources is the number of unresolved ring changes.
+func (c *Core) Sources() int { return len(c.srcs) }
+
+// Marks is the number of keys this node gave away whose marks are kept.
+func (c *Core) Marks() int { return len(c.marks) }
+
+// ViewID is the id of the current view.
+func (c *Core) ViewID() uint64 { return c.viewID }
+
+// SetView installs the node's new view of the ring, with its id (equal
+// views have equal ids on every node) and the view without this node (the
+// owners a newly joined node takes its keys from). The shell then pushes
+// every state it holds whose key another member owns (Owner), and sends
+// Done to every member once that push is confirmed, if Clean.
+func (c *Core) SetView(v, withoutSelf View, id uint64, now int64) {
+	prev := c.view
+	if !c.joined {
+		// A new node: the keys it owns were owned by the others before it.
+		prev = withoutSelf
+	}
+	if v != nil && withoutSelf != nil && v.Contains(c.self) && c.otherIn(v, withoutSelf) {
+		c.joined = true
+	}
+	c.view, c.viewID = v, id
+	if prev != nil && c.bugs&BugSkipWindow == 0 {
+		c.nextSrc++
+		c.srcs = append(c.srcs, &source{id: c.nextSrc, at: now, prev: prev, done: map[string]bool{}})
+		if len(c.srcs) > maxSources {
+			// Past the bound the oldest change is forgotten (counted): a
+			// key of it that no newer change covers may start afresh.
+			c.srcs[0] = nil
+			c.srcs = c.srcs[1:]
+			c.Forgotten++
+		}
+	}
+	c.expire(now)
+}
+
+// maxSources bounds the unresolved ring changes kept.
+const maxSources = 64
+
+// expire drops the sources no state can still matter for.
+func (c *Core) expire(now int64) {
+	for len(c.srcs) > 0 && c.srcs[0].at+c.MaxUntil <= now {
+		c.srcs[0] = nil
+		c.srcs = c.srcs[1:]
+	}
+}
+
+// otherIn reports whether the ring v holds a member besides this node:
+// withoutSelf owns something.
+func (c *Core) otherIn(v, withoutSelf View) bool { return withoutSelf.OwnerOfHash(0) != "" }
+
+// Owner is where a key is decided by this node's view: its owner in the
+// ring, or in the ring without this node while it leaves.
+func (c *Core) Owner(h uint64) string {
+	if c.leaving != nil {
+		return c.leaving.OwnerOfHash(h)
+	}
+	if c.view == nil {
+		return c.self
+	}
+	o := c.view.OwnerOfHash(h)
+	if o == "" {
+		return c.self
+	}
+	return o
+}
+
+// Joined reports whether the node has seen another member (or was told
+// it is alone).
+func (c *Core) Joined() bool { return c.joined || !c.Seeded }
+
+// Alone ends the wait of a seeded node that found no peer: it decides
+// alone from now on.
+func (c *Core) Alone() { c.joined = true }
+
+// Leave starts the graceful leave: from now on every key goes to its owner
+// in without (the ring without this node). The shell pushes every state.
+func (c *Core) Leave(without View) { c.leaving = without }
+
+// Leaving reports whether Leave was called.
+func (c *Core) Leaving() bool { return c.leaving != nil }
+
+// Call says where a call is decided.
+func (c *Core) Call(k Call) Action {
+	if k.Has {
+		return Action{Kind: Decide} // the holder decides, whatever the ring says
+	}
+	if c.Seeded && !c.joined {
+		return Action{Kind: Wait} // called again once joined (Joined)
+	}
+	if m := c.liveMark(k.Key, k.Now); m != nil && c.bugs&BugTwoHolders == 0 {
+		if m.to == k.Via || (!c.inView(m.to) && c.leaving == nil) {
+			// The member it went to sent the call back here, or it left
+			// this node's ring (gone, or only thought dead): the state is
+			// with it or nowhere. Take it back from it before deciding.
+			a := c.pull(k, m.to)
+			a.Inc = m.inc
+			return a
+		}
+		return c.away(k, m.to)
+	}
+	if c.leaving != nil {
+		to := c.leaving.OwnerOfHash(k.Hash)
+		if to == "" || to == c.self {
+			return Action{Kind: Decide} // the last member
+		}
+		return c.away(k, to)
+	}
+	if f := c.pulls[k.Key]; f != nil {
+		return Action{Kind: Wait}
+	}
+	if k.Via != "" && k.Via != c.self {
+		// Sent here by a member that says the key is here: it may hold a
+		// copy on its way, or know who does.
+		return c.pull(k, k.Via)
+	}
+	if o := c.Owner(k.Hash); o != c.self {
+		return c.away(k, o)
+	}
+	if to, inc := c.nextSource(k.Key, k.Hash, nil); to != "" {
+		a := c.pull(k, to)
+		a.Inc = inc
+		return a
+	}
+	return Action{Kind: Decide}
+}
+
+// away sends a call on to the member to: Forward for a call made here,
+// Moved for a forwarded one.
+func (c *Core) away(k Call, to string) Action {
+	if k.Forwarded {
+		return Action{Kind: Moved, To: to}
+	}
+	return Action{Kind: Forward, To: to}
+}
+
+// pull starts a pull of k's state from to.
+func (c *Core) pull(k Call, to string) Action {
+	if f := c.pulls[k.Key]; f != nil {
+		return Action{Kind: Wait}
+	}
+	c.pulls[k.Key] = &flight{asked: []string{to}}
+	return Action{Kind: Pull, To: to}
+}
+
+// nextSource is the newest unresolved source of key not asked yet, "" if
+// none: the member that owned key before this node, in a ring change whose
+// hand-off that member has not finished.
+func (c *Core) nextSource(key string, h uint64, asked []string) (string, uint64) {
+	for i := len(c.srcs) - 1; i >= 0; i-- {
+		s := c.srcs[i]
+		o := s.prev.OwnerOfHash(h)
+		if o == "" || o == c.self || s.done[o] || contains(asked, o) {
+			continue
+		}
+		return o, incOf(s.prev, o)
+	}
+	return "", 0
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Core) inView(name string) bool { return c.view != nil && c.view.Contains(name) }
+
+// liveMark is key's mark if it still matters at now.
+func (c *Core) liveMark(key string, now int64) *mark {
+	m := c.marks[key]
+	if m == nil {
+		return nil
+	}
+	if m.until <= now {
+		delete(c.marks, key)
+		return nil
+	}
+	return m
+}
+
+// Pulled gives the core the answer of a pull of key, from the member named
+// from. It returns what the shell does next: Decide (the state, if one
+// came, is to be installed first: see Arrived), Pull from another member,
+// or Load from the store. The calls that waited (Wait) are then called
+// again.
+func (c *Core) Pulled(key string, h uint64, from string, a Answer, now int64) Action {
+	f := c.pulls[key]
+	if f == nil {
+		f = &flight{asked: []string{from}}
+		c.pulls[key] = f
+	}
+	switch a.Kind {
+	case State:
+		delete(c.pulls, key)
+		if m := c.marks[key]; m != nil {
+			delete(c.marks, key)
+		}
+		return Action{Kind: Decide}
+	case MovedTo:
+		if a.To != "" && a.To != c.self && !contains(f.asked, a.To) {
+			f.asked = append(f.asked, a.To)
+			return Action{Kind: Pull, To: a.To}
+		}
+	case Mine:
+		// Both took the key at once; from won the tie. The calls go there.
+		delete(c.pulls, key)
+		c.setMark(key, &mark{to: from, until: now + c.MaxUntil})
+		return Action{Kind: Forward, To: from}
+	case Unreachable:
+		// It may hold the state and be cut off, or have crashed: what it
+		// wrote behind is in the store.
+		delete(c.pulls, key)
+		delete(c.marks, key)
+		if c.bugs&BugSkipLoad != 0 {
+			return Action{Kind: Decide}
+		}
+		return Action{Kind: Load}
+	}
+	// Nothing there: the next source, if any.
+	if to, inc := c.nextSource(key, h, f.asked); to != "" {
+		f.asked = append(f.asked, to)
+		return Action{Kind: Pull, To: to, Inc: inc}
+	}
+	delete(c.pulls, key)
+	if m := c.marks[key]; m != nil && m.to != c.self {
+		if !contains(f.asked, m.to) {
+			// While this pull was on its way, this node answered a pull
+			// of the key's with "nothing here": the asker holds it.
+			return Action{Kind: Forward, To: m.to}
+		}
+		delete(c.marks, key) // it came back here empty
+	}
+	if c.Stored {
+		return Action{Kind: Load}
+	}
+	return Action{Kind: Decide}
+}
+
+// Ask is a pull asked of this node.
+type Ask struct {
+	Key  string
+	Hash uint64
+	From string // the member that asks
+	Inc  uint64 // the incarnation of this node the asker expects (0: any)
+	Has  bool   // the key's state is in the local store
+	Now  int64
+}
+
+// Reply is what this node answers to a pull. With Give the shell takes the
+// state out of the local store, answers with it and calls Gave; with
+// GiveCopy it answers with Copy (the copy of an unconfirmed push, which
+// leaves with the answer); else it answers A.
+type Reply struct {
+	Give bool
+	Keep bool // (BugPullTwice) answer with the state and keep it
+	Copy *ringlimit.State
+	Ver  Version
+	A    Answer
+}
+
+// Asked answers a pull.
+func (c *Core) Asked(a Ask) Reply {
+	if a.Inc != 0 && a.Inc != c.Inc {
+		// It asks an earlier incarnation of this node, which is gone with
+		// whatever it held: the store has what it wrote behind.
+		return Reply{A: Answer{Kind: Unreachable}}
+	}
+	if a.Has {
+		if c.bugs&BugPullTwice != 0 {
+			return Reply{Keep: true}
+		}
+		return Reply{Give: true}
+	}
+	if m := c.liveMark(a.Key, a.Now); m != nil && m.to != c.self {
+		if m.to == a.From {
+			if m.copy != nil {
+				st := m.copy
+				m.copy = nil // it leaves with this answer: the push's delivery is a duplicate now
+				return Reply{Copy: st, Ver: m.ver, A: Answer{Kind: State, St: st, Ver: m.ver}}
+			}
+			return Reply{A: Answer{Kind: None}} // delivered to it already
+		}
+		return Reply{A: Answer{Kind: MovedTo, To: m.to}}
+	}
+	// Not here. Whoever may still hold it for this node (an unresolved
+	// source of its own, a pull on its way) holds it for the asker now.
+	if f := c.pulls[a.Key]; f != nil {
+		// Both take the key at once, each from the other's view. One of
+		// the two must give way: the lower name keeps it.
+		if c.self < a.From {
+			return Reply{A: Answer{Kind: Mine}}
+		}
+		c.setMark(a.Key, &mark{to: a.From, until: a.Now + c.MaxUntil})
+		return Reply{A: Answer{Kind: None}}
+	}
+	if o, _ := c.nextSource(a.Key, a.Hash, []string{a.From}); o != "" {
+		return Reply{A: Answer{Kind: MovedTo, To: o}}
+	}
+	// Nothing here: the asker holds the key from now on. The mark sends
+	// later calls, pulls and late states of the key on to it.
+	c.setMark(a.Key, &mark{to: a.From, until: a.Now + c.MaxUntil})
+	return Reply{A: Answer{Kind: None}}
+}
+
+func (c *Core) setMark(key string, m *mark) {
+	if m.inc == 0 && c.view != nil {
+		m.inc = incOf(c.view, m.to)
+	}
+	if _, ok := c.marks[key]; !ok && len(c.marks) >= c.maxMarks {
+		// Full: the oldest-expiring marks would go first in a real
+		// bound; a mark is the truth, so keep it and grow (counted).
+	}
+	c.marks[key] = m
+}
+
+// Gave records that key's state (version ver, expiring at until) left this
+// node for the member to: in a push (copy is the state sent, kept until
+// Confirmed) or in a pull's answer (copy nil).
+func (c *Core) Gave(key, to string, ver Version, copy *ringlimit.State, until int64) {
+	c.setMark(key, &mark{to: to, ver: ver, copy: copy, until: until})
+}
+
+// Confirmed records that the member to installed the state pushed to it.
+func (c *Core) Confirmed(key, to string) {
+	if m := c.marks[key]; m != nil && m.to == to {
+		m.copy = nil
+	}
+}
+
+// TakeBack undoes a push that could not be delivered: it returns the copy
+// to import again, if the mark still holds it (a pull did not take it).
+func (c *Core) TakeBack(key, to string) (*ringlimit.State, Version, bool) {
+	m := c.marks[key]
+	if m == nil || m.to != to || m.copy == nil {
+		return nil, Version{}, false
+	}
+	delete(c.marks, key)
+	return m.copy, m.ver, true
+}
+
+// Arrival is a state that arrived in a push.
+type Arrival struct {
+	Key  string
+	Hash uint64
+	From string
+	Ver  Version
+	Has  bool // a state is here already
+	Now  int64
+}
+
+// Arrived says whether a pushed state is installed, and if so where it goes
+// on: "" (it stays: this node owns the key) or the member to push it to.
+func (c *Core) Arrived(a Arrival) (install bool, on string) {
+	if a.Has {
+		return false, "" // a duplicate of one installed already
+	}
+	if m := c.liveMark(a.Key, a.Now); m != nil && m.to != c.self && !m.ver.Less(a.Ver) {
+		return false, "" // a late copy of one this node has passed on since
+	}
+	delete(c.marks, a.Key)
+	delete(c.pulls, a.Key) // a pull on its way ends here: the state came
+	if o := c.Owner(a.Hash); o != c.self && o != a.From {
+		return true, o
+	}
+	// Owned here, or owned by its sender in this node's view: the sender
+	// gave it here on its own view (it leaves, or its ring is newer), and
+	// its mark sends the key's calls here. It is never pushed back.
+	return true, ""
+}
+
+// Tick lets the core drop what has expired at now.
+func (c *Core) Tick(now int64) { c.expire(now) }
+
+// Done is a member's word that it holds no state for the keys this node
+// owns in the view viewID, and expects none (it is Clean). It resolves the
+// sources that name it, and reports whether this node became Clean by it
+// (the shell then sends its own Done, once its push is confirmed).
+func (c *Core) Done(from string, viewID uint64) (becameClean bool) {
+	if viewID != c.viewID || len(c.srcs) == 0 {
+		return false
+	}
+	kept := c.srcs[:0]
+	for _, s := range c.srcs {
+		s.done[from] = true
+		if !c.resolved(s) {
+			kept = append(kept, s)
+		}
+	}
+	clear(c.srcs[len(kept):])
+	c.srcs = kept
+	return len(c.srcs) == 0
+}
+
+// resolved reports whether every other member of s.prev has resolved s.
+// A member that left cannot: its keys are pulled from it (or loaded from
+// the store) one by one until the source expires.
+func (c *Core) resolved(s *source) bool {
+	for _, o := range s.prev.Members() {
+		if o != c.self && !s.done[o] {
+			return false
+		}
+	}
+	return true
+}
+
+// Clean reports whether this node expects no state from another member: no
+// unresolved source and no pull on its way.
+func (c *Core) Clean() bool { return len(c.srcs) == 0 && len(c.pulls) == 0 }
