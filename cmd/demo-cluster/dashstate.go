@@ -35,13 +35,16 @@ type storeJSON struct {
 	Up   bool   `json:"up"`
 }
 
-// trafficJSON is what the generator saw: the last second's counts and the
+// trafficJSON is what the generator saw: the answers of the last window
+// (the time since the previous sample, about a second), all from one
+// snapshot of the counters so that Req = Allowed + Denied + Failed, and the
 // errors so far.
 type trafficJSON struct {
 	Rate     int    `json:"rate"`
-	Sent     uint64 `json:"sent_s"`
-	Allowed  uint64 `json:"allowed_s"`
-	Denied   uint64 `json:"denied_s"`
+	Req      uint64 `json:"req_s"`     // answered in the window
+	Allowed  uint64 `json:"allowed_s"` // of which admitted
+	Denied   uint64 `json:"denied_s"`  // 429
+	Failed   uint64 `json:"failed_s"`  // errors, and requests lost with a killed node
 	Errors   uint64 `json:"errors"`    // so far, from nodes that were up
 	ToKilled uint64 `json:"to_killed"` // so far, requests lost with a killed node
 }
@@ -95,6 +98,7 @@ type dashWatch struct {
 	ringKey  string              // the members the arcs were built for
 	ring     ringJSON
 	traffic  trafficJSON
+	prevTot  snapshot // the counters at the previous sample
 }
 
 // sample runs after each poll: it records each node's decisions per second,
@@ -118,10 +122,14 @@ func (v *view) sample() {
 			w.hist[i] = w.hist[i][len(w.hist[i])-historyLen:]
 		}
 	}
-	tot := snap(&v.gen.total)
-	w.traffic = trafficJSON{Rate: v.rate, Sent: tot.requests - v.prevTot.requests,
-		Allowed: tot.allowed - v.prevTot.allowed, Denied: tot.denied - v.prevTot.denied,
-		Errors: tot.errors, ToKilled: tot.toKilled}
+	// One snapshot, and the previous sample's: every figure is of the same
+	// window. Requests are counted as answered, not as sent: a request sent
+	// in one window may be answered in the next.
+	tot, prev := snap(&v.gen.total), w.prevTot
+	w.prevTot = tot
+	w.traffic = trafficJSON{Rate: v.rate, Allowed: tot.allowed - prev.allowed, Denied: tot.denied - prev.denied,
+		Failed: tot.errors - prev.errors + tot.toKilled - prev.toKilled, Errors: tot.errors, ToKilled: tot.toKilled}
+	w.traffic.Req = w.traffic.Allowed + w.traffic.Denied + w.traffic.Failed
 	v.watchRing()
 	v.watchBreakers()
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"os/exec"
 	"slices"
 	"strings"
@@ -197,5 +198,51 @@ func TestState(t *testing.T) {
 	}
 	if len(b) > 64<<10 {
 		t.Errorf("state is %d bytes", len(b))
+	}
+}
+
+// The header's totals come from one window: req/s is what was answered in
+// it, allowed + denied + failed, even when more requests were sent than
+// answered in it (a backlog, or a slow node), or fewer.
+func TestTrafficTotalsAddUp(t *testing.T) {
+	v := fakeView()
+	for n := range 3 {
+		v.fakePoll(n, []string{"n1", "n2", "n3"}, "closed", nil)
+	}
+	tot := &v.gen.total
+	tot.Requests.Add(100)
+	tot.Allowed.Add(60)
+	tot.Denied.Add(30)
+	v.sample() // the first window: everything so far
+	v.draw(io.Discard)
+	for i, c := range []struct{ sent, allowed, denied, errors, toKilled uint64 }{
+		{250, 205, 75, 0, 0}, // the issue's figures: more answered than sent in the window
+		{100, 40, 10, 3, 2},  // fewer
+	} {
+		tot.Requests.Add(c.sent)
+		tot.Allowed.Add(c.allowed)
+		tot.Denied.Add(c.denied)
+		tot.Errors.Add(c.errors)
+		tot.ToKilled.Add(c.toKilled)
+		v.sample()
+		b, err := v.state(false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s struct {
+			Traffic map[string]uint64 `json:"traffic"`
+		}
+		if err := json.Unmarshal(b, &s); err != nil {
+			t.Fatal(err)
+		}
+		tr := s.Traffic
+		want := map[string]uint64{"req_s": c.allowed + c.denied + c.errors + c.toKilled,
+			"allowed_s": c.allowed, "denied_s": c.denied, "failed_s": c.errors + c.toKilled}
+		for k, w := range want {
+			if tr[k] != w {
+				t.Errorf("window %d: %s %d, want %d (traffic %v)", i, k, tr[k], w, tr)
+			}
+		}
+		v.draw(io.Discard) // the terminal's view takes its own snapshot: no matter
 	}
 }
