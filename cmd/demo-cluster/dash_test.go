@@ -407,3 +407,68 @@ func TestDashboardRefusesForeignHost(t *testing.T) {
 		t.Errorf("POST /control for evil.example: %d", w.Code)
 	}
 }
+
+// Through a real listener: the server puts the connection's local address
+// in the request's context, and a request naming the dashboard by it is
+// served while one naming another host is refused.
+func TestDashboardHostRealListener(t *testing.T) {
+	d := newDashboard(3)
+	d.publish([]byte(`{"up_s":1}`))
+	srv := httptest.NewServer(d.handler())
+	defer srv.Close()
+	for host, want := range map[string]int{
+		srv.Listener.Addr().String(): http.StatusOK,
+		"localhost":                  http.StatusOK,
+		"evil.example":               http.StatusForbidden,
+		"127.0.0.2":                  http.StatusOK, // loopback: this machine
+		"192.0.2.1":                  http.StatusForbidden,
+	} {
+		req, err := http.NewRequest("GET", srv.URL+"/state", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("Host %s: %d, want %d", host, resp.StatusCode, want)
+		}
+	}
+
+	// Bound to this machine's LAN address, as -dashboard 0.0.0.0:PORT would
+	// be reached from another machine: named by it, the view is served.
+	var lan net.IP
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
+			lan = n.IP
+			break
+		}
+	}
+	if lan == nil {
+		t.Log("no non-loopback IPv4 address: the LAN case is not tried")
+		return
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(lan.String(), "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wide := &httptest.Server{Listener: ln, Config: &http.Server{Handler: d.handler()}}
+	wide.Start()
+	defer wide.Close()
+	for host, want := range map[string]int{ln.Addr().String(): http.StatusOK, "evil.example": http.StatusForbidden, "192.0.2.1": http.StatusForbidden} {
+		req, _ := http.NewRequest("GET", wide.URL+"/state", nil)
+		req.Host = host
+		resp, err := wide.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("on %s, Host %s: %d, want %d", ln.Addr(), host, resp.StatusCode, want)
+		}
+	}
+}
