@@ -17,10 +17,12 @@
 //	RateLimit-Policy: "posts";q=5;w=60
 //	RateLimit: "posts";r=4;t=60
 //
-// the last two per draft-ietf-httpapi-ratelimit-headers-10. A request over
-// its limit gets 429 Too Many Requests, a small JSON body and Retry-After (in
-// whole seconds, rounded up, at least 1), unless WithDenied hands it to
-// another handler (to queue it, say). A LeakyBucket admission's Delay is
+// the last two per draft-ietf-httpapi-ratelimit-headers-11 (draft 10's
+// syntax). A request over its limit gets 429 Too Many Requests, a small JSON
+// body and Retry-After (in whole seconds, rounded up, at least 1), and its
+// RateLimit's t is that same value, so Retry-After is never earlier than the
+// end of the effective window; unless WithDenied hands it to another handler
+// (to queue it, say). A LeakyBucket admission's Delay is
 // waited out before the handler runs; if the request's context ends first
 // (or its deadline is too close to wait), the answer is 503 and the handler
 // never runs.

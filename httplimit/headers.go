@@ -24,11 +24,15 @@ const (
 type HeaderStyle uint8
 
 const (
-	// HeadersDraft10, the default: draft-ietf-httpapi-ratelimit-headers-10's
-	// RateLimit-Policy ("name";q=Limit;w=Window for each limit applied) and
-	// RateLimit ("name";r=Remaining;t=Reset of the binding one), plus
-	// X-RateLimit-*.
-	HeadersDraft10 HeaderStyle = iota
+	// HeadersDraft11, the default: draft-ietf-httpapi-ratelimit-headers-11's
+	// (and draft 10's: the syntax is the same) RateLimit-Policy
+	// ("name";q=quota;w=window-seconds for each limit applied) and RateLimit
+	// ("name";r=available quota;t=effective window of the binding one), plus
+	// X-RateLimit-*. t is the seconds until the binding limit is back to full
+	// capacity, except on a 429, where it is the Retry-After value, so that
+	// Retry-After is never earlier than the end of the effective window (as
+	// the draft asks, and as its example does).
+	HeadersDraft11 HeaderStyle = iota
 	// HeadersDraft7: draft 7's combined form, which most client libraries
 	// of 2024–2026 parse: RateLimit: limit=L, remaining=R, reset=S for the
 	// binding decision, RateLimit-Policy: L;w=W for each rule applied, plus
@@ -38,15 +42,20 @@ const (
 	HeadersLegacy
 )
 
+// HeadersDraft10 is HeadersDraft11: draft 11 kept draft 10's fields and
+// syntax, and renamed r and t.
+const HeadersDraft10 = HeadersDraft11
+
 // setHeaders writes the rate-limit headers of style for the decisions res,
 // res[top] being the binding one:
 //
 //	X-RateLimit-Limit      res[top]'s Limit
 //	X-RateLimit-Remaining  res[top]'s Remaining
 //	X-RateLimit-Reset      seconds until res[top] resets (ResetAfter, rounded up)
-//	RateLimit-Policy       draft 10: "name";q=Limit;w=Window-seconds for each, comma separated
+//	RateLimit-Policy       draft 11: "name";q=Limit;w=Window-seconds for each, comma separated
 //	                       draft 7:  Limit;w=Window-seconds for each
-//	RateLimit              draft 10: "name";r=Remaining;t=reset-seconds of res[top]
+//	RateLimit              draft 11: "name";r=Remaining;t=reset-seconds of res[top];
+//	                       on a 429 (res[top] denies and retry is set), t=Retry-After
 //	                       draft 7:  limit=L, remaining=R, reset=S of res[top]
 //	Retry-After            when res[top] denies and retry is set: RetryAfter in seconds,
 //	                       rounded up, at least 1
@@ -65,7 +74,7 @@ func setHeaders(h http.Header, res []applied, top int, retry bool, style HeaderS
 	b = strconv.AppendInt(b, ceilSeconds(d.ResetAfter), 10)
 	ends[2] = len(b)
 	switch style {
-	case HeadersDraft10:
+	case HeadersDraft11:
 		for i, a := range res {
 			if i > 0 {
 				b = append(b, ", "...)
@@ -81,7 +90,11 @@ func setHeaders(h http.Header, res []applied, top int, retry bool, style HeaderS
 		b = append(b, ";r="...)
 		b = strconv.AppendInt(b, d.Remaining, 10)
 		b = append(b, ";t="...)
-		b = strconv.AppendInt(b, ceilSeconds(d.ResetAfter), 10)
+		if !d.Allowed && retry { // a 429: t is Retry-After, never later
+			b = strconv.AppendInt(b, retryAfterSeconds(d.RetryAfter), 10)
+		} else {
+			b = strconv.AppendInt(b, ceilSeconds(d.ResetAfter), 10)
+		}
 		ends[4] = len(b)
 	case HeadersDraft7:
 		for i, a := range res {

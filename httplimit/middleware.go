@@ -82,7 +82,7 @@ func WithFailOpen() Option { return func(m *Middleware) { m.failOpen = true } }
 func WithShadow() Option { return func(m *Middleware) { m.shadow = true } }
 
 // WithHeaderStyle chooses the rate-limit headers set on every limited
-// response. If not given, HeadersDraft10.
+// response. If not given, HeadersDraft11.
 func WithHeaderStyle(s HeaderStyle) Option { return func(m *Middleware) { m.style = s } }
 
 // WithLogger sets where limiter errors are logged. If not given, nowhere.

@@ -96,7 +96,7 @@ func TestSecondsRoundUp(t *testing.T) {
 			"X-RateLimit-Remaining": "0",
 			"X-RateLimit-Reset":     tc.wantRst,
 			"RateLimit-Policy":      `"r";q=1;w=2`,
-			"RateLimit":             `"r";r=0;t=` + tc.wantRst,
+			"RateLimit":             `"r";r=0;t=` + tc.wantRetry, // a 429: t is Retry-After
 			"Retry-After":           tc.wantRetry,
 		})
 	}

@@ -12,7 +12,7 @@ import (
 //
 //	draft 7:  RateLimit: limit=10, remaining=1, reset=7
 //	          RateLimit-Policy: 10;w=1, 50;w=60, 1000;w=3600, 5000;w=86400
-//	draft 10: RateLimit-Policy: "burst";q=100;w=60
+//	draft 11: RateLimit-Policy: "burst";q=100;w=60
 //	          RateLimit: "default";r=50;t=30
 //	legacy:   X-RateLimit-* alone.
 func TestHeaderStyles(t *testing.T) {
@@ -33,7 +33,7 @@ rules:
 		after map[string]string // after 9 requests: the second's window binds, 1 left
 		deny  map[string]string // the 11th request in the same second
 	}{
-		{"default is draft 10", nil, map[string]string{
+		{"default is draft 11", nil, map[string]string{
 			"X-RateLimit-Limit": "10", "X-RateLimit-Remaining": "1", "X-RateLimit-Reset": "1",
 			"RateLimit-Policy": `"second";q=10;w=1, "minute";q=50;w=60, "hour";q=1000;w=3600, "day";q=5000;w=86400`,
 			"RateLimit":        `"second";r=1;t=1`, // the binding one

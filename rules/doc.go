@@ -5,7 +5,10 @@
 // pattern, header), a KeySpec (what hits are counted by: ip, header:NAME,
 // route, or a combination like "ip,route") and a ringlimit.Rule. Parse and
 // Load build a Set from YAML (the format is documented on Parse) and report
-// every problem with its line number, as *Error values wrapping ErrInvalid.
+// every problem with its line number, as *Error values wrapping ErrInvalid;
+// a valid rule that is probably a mistake (an override any client can claim
+// by sending a header) is listed in Set.Warnings instead, and a Watcher logs
+// it.
 //
 // A Watcher rereads its file every interval and swaps a changed, valid file's
 // Set in atomically once the file has stayed unchanged for WatchConfig.Settle

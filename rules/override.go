@@ -8,9 +8,12 @@ import (
 )
 
 // Override replaces a rule's limits for some of its subjects: the requests
-// that carry a header value (a tier, a plan), or whose key value is one of
-// Keys (an API key, a tenant). A rule's overrides are tried on every request
-// it matches; the one that applies is chosen by precedence:
+// whose key value is one of Keys (an API key, a tenant), or that carry a
+// header value (a tier, a plan). A header is the client's claim: an override
+// matched by a header alone applies to any client that sends it, so the lint
+// warns about it (see Warning); match on Keys of an authenticated key, or
+// give a header override Keys too. A rule's overrides are tried on every
+// request it matches; the one that applies is chosen by precedence:
 //
 //  1. Unlimited wins: if any matching override is Unlimited, the rule does
 //     not limit the request at all (no state, no headers).

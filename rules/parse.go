@@ -43,16 +43,19 @@ func Load(path string) (*Set, error) {
 //	    # or several limits, applied all or nothing, instead of limit/window/burst:
 //	    # limits: [{limit: 10, window: 1s}, {limit: 1000, window: 24h}]
 //	    overrides:           # optional: other limits for some subjects (see Override)
-//	      - match: {header: {X-Tier: gold}}
+//	      - keys: [key-gold-1, key-gold-2]  # values of the rule's key
 //	        limits: [{limit: 100, window: 1s}]
-//	      - keys: [key-123]  # values of the rule's key
+//	      - keys: [key-123]
+//	        match: {header: {X-Tier: gold}}  # a header alone is a client's claim: warned
 //	        unlimited: true
 //	    shadow: false        # true: decide and set headers, never block
 //	  - endpoint: /api/posts # shorthand for match: {path: /api/posts}
 //	    limit: 5
 //	    window: 60s
 //
-// An empty document is an error; "rules: []" is an empty Set.
+// An empty document is an error; "rules: []" is an empty Set. A valid rule
+// that is probably a mistake (an override matched by a header alone, which
+// any client can send) is not an error: it is listed in Set.Warnings.
 func Parse(data []byte) (*Set, error) { return parse("", data) }
 
 type parser struct {
@@ -133,6 +136,7 @@ func parse(file string, data []byte) (*Set, error) {
 		}
 		names[e.Name] = nameLine
 		set.entries = append(set.entries, e)
+		set.warnings = append(set.warnings, lint(file, &e.Rule)...)
 	}
 	if err := p.err(); err != nil {
 		return nil, err

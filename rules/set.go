@@ -36,7 +36,8 @@ type Rule struct {
 // use; its methods never modify it. The Rules it returns point into the Set
 // and must not be modified.
 type Set struct {
-	entries []entry
+	entries  []entry
+	warnings []Warning
 }
 
 type entry struct {
@@ -46,6 +47,7 @@ type entry struct {
 
 // NewSet validates rules and returns them as a Set, in the given order. Its
 // errors wrap ErrInvalid (and ringlimit.ErrInvalidRule for a bad limit).
+// What is valid but suspect is listed in the Set's Warnings.
 func NewSet(rules ...Rule) (*Set, error) {
 	s := &Set{entries: make([]entry, 0, len(rules))}
 	seen := make(map[string]bool, len(rules))
@@ -59,6 +61,7 @@ func NewSet(rules ...Rule) (*Set, error) {
 		}
 		seen[e.Name] = true
 		s.entries = append(s.entries, e)
+		s.warnings = append(s.warnings, lint("", &e.Rule)...)
 	}
 	return s, nil
 }

@@ -28,8 +28,9 @@ type WatchConfig struct {
 	// if negative, a changed file loads at once.
 	Settle time.Duration
 	// Logger receives a record for every reload and every failed one
-	// (repeated failures within 10 s are counted into one summary line). If
-	// nil, nothing is logged.
+	// (repeated failures within 10 s are counted into one summary line),
+	// and one at level Warn for each Warning of every Set loaded. If nil,
+	// nothing is logged.
 	Logger *slog.Logger
 }
 
@@ -90,6 +91,7 @@ func NewWatcher(path string, c WatchConfig) (*Watcher, error) {
 	w := &Watcher{path: path, interval: c.Interval, settle: max(c.Settle, 0), log: c.Logger,
 		sum: logsum.New(c.Logger, 0), last: data}
 	w.cur.Store(s)
+	w.warn(s)
 	return w, nil
 }
 
@@ -214,7 +216,15 @@ func (w *Watcher) load(data []byte) (changed bool, err error) {
 	w.cur.Store(s)
 	w.reloads.Add(1)
 	w.log.Info("rules: reloaded", "path", w.path, "rules", s.Len())
+	w.warn(s)
 	return true, nil
+}
+
+// warn logs each of the loaded Set's warnings (see Warning).
+func (w *Watcher) warn(s *Set) {
+	for _, wn := range s.Warnings() {
+		w.log.Warn(wn.String(), "path", w.path, "line", wn.Line, "rule", wn.Rule)
+	}
 }
 
 func (w *Watcher) failed(err error) {

@@ -63,12 +63,40 @@ func (d *dashboard) publish(b []byte) { d.state.Store(&b) }
 // any more. It is idempotent.
 func (d *dashboard) stop() { d.once.Do(func() { close(d.done) }) }
 
+// handler serves the dashboard's routes to requests whose Host names it
+// (hostAllowed); any other gets 403 whatever its path.
 func (d *dashboard) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", d.page)
 	mux.HandleFunc("GET /state", d.serveState)
 	mux.HandleFunc("POST /control", d.control)
-	return mux
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !hostAllowed(r) {
+			securityHeaders(w.Header())
+			writeJSON(w, http.StatusForbidden, map[string]string{"error": errForeignView.Error()})
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// hostAllowed reports whether r's Host names the dashboard by a loopback name
+// (as the controls require) or by the IP address of the listener the request
+// came in on (a viewer on another machine, when -dashboard binds a wider
+// address). A DNS-rebinding page sends its own host name, so it is refused:
+// /state shows the store's address and the nodes' ports.
+func hostAllowed(r *http.Request) bool {
+	if loopbackName(r.Host) {
+		return true
+	}
+	host, _, err := net.SplitHostPort(r.Host)
+	if err != nil {
+		host = r.Host
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	ip := net.ParseIP(host)
+	local, _ := r.Context().Value(http.LocalAddrContextKey).(*net.TCPAddr)
+	return ip != nil && local != nil && !ip.IsUnspecified() && ip.Equal(local.IP)
 }
 
 // securityHeaders forbid the page to load anything from anywhere but its
@@ -97,6 +125,7 @@ var (
 	errNotLoopback = errors.New("the controls answer only loopback clients")
 	errForeignHost = errors.New("the controls answer only requests for a loopback host name")
 	errCrossOrigin = errors.New("the controls answer only the dashboard's own page")
+	errForeignView = errors.New("the dashboard answers only requests for a loopback host name or the address it listens on")
 )
 
 // controlsAllowed refuses a request from another machine, one for a host

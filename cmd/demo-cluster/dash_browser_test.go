@@ -104,7 +104,8 @@ func startDemo(t *testing.T, bin string, args ...string) string {
 // TestDashboardInBrowser opens the dashboard in a real headless Chromium,
 // waits for three nodes, kills one with its button, and checks that the
 // page shows it within 2 s while the traffic sees no error.
-// DASHBOARD_SCREENSHOT=path keeps the screenshot (docs/dashboard.png).
+// DASHBOARD_SCREENSHOT=path keeps the screenshot (docs/dashboard.png);
+// DASHBOARD_HOVER_SCREENSHOT=path one taken while the mouse points at n1.
 func TestDashboardInBrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster and a browser")
@@ -148,6 +149,13 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	if errs := text(t, bctx, "#errors"); errs != "0" {
 		t.Fatalf("error counter %q before the kill, want 0", errs)
+	}
+	checkRingReadable(t, bctx)
+	// The header's totals are of one window: they add up.
+	addsUp := `(() => { const m = document.querySelector('#traffic').textContent.match(/^(\d+) req\/s · (\d+) allowed · (\d+) denied(?: · (\d+) failed)?$/);
+		return !!m && +m[1] > 0 && +m[1] === +m[2] + +m[3] + +(m[4] || 0); })()`
+	if _, err := chromedp.Run(bctx, chromedp.Poll[bool](addsUp, chromedp.WithPollingTimeout(5*time.Second))); err != nil {
+		t.Errorf("header totals %q do not add up: %v", text(t, bctx, "#traffic"), err)
 	}
 
 	if os.Getenv("DASHBOARD_SCREENSHOT") != "" { // a fuller chart for the README
@@ -203,4 +211,59 @@ func text(t *testing.T, ctx context.Context, sel string) string {
 		t.Fatalf("text of %s: %v", sel, err)
 	}
 	return strings.TrimSpace(s)
+}
+
+// checkRingReadable checks the ring on a live page: a few arcs per member
+// (not one per run of virtual nodes), and a member's arcs highlighted while
+// the real mouse points at one of them, and no longer once it leaves.
+func checkRingReadable(t *testing.T, ctx context.Context) {
+	t.Helper()
+	arcs, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#ring .arc')].map(a => a.dataset.owner)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	per := map[string]int{}
+	for _, o := range arcs {
+		per[o]++
+	}
+	if len(arcs) > 3*8-8+1 || len(per) != 3 {
+		t.Errorf("the ring draws %d arcs (%v), want at most 17 for 3 members", len(arcs), per)
+	}
+	// The middle of n1's longest arc, in the viewport's pixels.
+	at, err := chromedp.Run(ctx, chromedp.Evaluate[[]float64](`(() => {
+		const ps = [...document.querySelectorAll('#ring .arc[data-owner="n1"]')];
+		ps.sort((a, b) => b.getTotalLength() - a.getTotalLength());
+		const p = ps[0], q = p.getPointAtLength(p.getTotalLength() / 2);
+		const v = new DOMPoint(q.x, q.y).matrixTransform(p.getScreenCTM());
+		return [v.x, v.y];
+	})()`))
+	if err != nil || len(at) != 2 {
+		t.Fatalf("n1's arc: %v %v", at, err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.MouseEvent(chromedp.MouseMoved, at[0], at[1])); err != nil {
+		t.Fatal(err)
+	}
+	lit := `(() => { const r = document.querySelector('#ring'), arcs = [...r.querySelectorAll('.arc')];
+		return r.classList.contains('hl') && arcs.every(a => a.classList.contains('on') === (a.dataset.owner === 'n1')) &&
+			document.querySelector('#ringtitle').textContent.startsWith('n1: ') &&
+			document.querySelector('#legend [data-owner="n1"]').classList.contains('on'); })()`
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](lit, chromedp.WithPollingTimeout(3*time.Second))); err != nil {
+		t.Errorf("pointing at n1's arc at %v does not highlight n1's arcs alone: %v", at, err)
+	}
+	if path := os.Getenv("DASHBOARD_HOVER_SCREENSHOT"); path != "" { // to look at it
+		shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err == nil {
+			err = os.WriteFile(path, shot, 0o644)
+		}
+		if err != nil {
+			t.Errorf("hover screenshot: %v", err)
+		}
+	}
+	if _, err := chromedp.Run(ctx, chromedp.MouseEvent(chromedp.MouseMoved, 1200, 880)); err != nil {
+		t.Fatal(err)
+	}
+	off := `!document.querySelector('#ring').classList.contains('hl') && document.querySelectorAll('#ring .arc.on').length === 0`
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](off, chromedp.WithPollingTimeout(3*time.Second))); err != nil {
+		t.Errorf("the highlight stays after the mouse left the ring: %v", err)
+	}
 }

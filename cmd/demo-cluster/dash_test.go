@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -212,7 +213,7 @@ func TestDashboardPage(t *testing.T) {
 			t.Errorf("page lacks %q", want)
 		}
 	}
-	if w := serve(d, httptest.NewRequest("GET", "/nothing", nil)); w.Code != http.StatusNotFound {
+	if w := serve(d, httptest.NewRequest("GET", "http://127.0.0.1:8080/nothing", nil)); w.Code != http.StatusNotFound {
 		t.Errorf("GET /nothing: %d", w.Code)
 	}
 }
@@ -350,5 +351,124 @@ func TestSchedule(t *testing.T) {
 	}
 	if d := describe(got, now); d != `"k 2" in 6s, "r 2" in 12s, "s" in 18s, "S" in 24s` {
 		t.Errorf("describe: %s", d)
+	}
+}
+
+// Every route of the dashboard, not only the controls, refuses a request for
+// a host name that is not a loopback one: a DNS-rebinding page (evil.example
+// resolved to 127.0.0.1) must not read the store's address and the nodes'
+// ports from /state, nor load the page. A viewer on another machine that
+// names the dashboard by the address it listens on is still served.
+func TestDashboardRefusesForeignHost(t *testing.T) {
+	d := newDashboard(3)
+	d.publish([]byte(`{"store":{"addr":"127.0.0.1:7777"}}`))
+	listening := func(addr string) func(*http.Request) *http.Request {
+		return func(r *http.Request) *http.Request {
+			a, err := net.ResolveTCPAddr("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r.WithContext(context.WithValue(r.Context(), http.LocalAddrContextKey, a))
+		}
+	}
+	for _, c := range []struct {
+		name, host, remote string
+		on                 func(*http.Request) *http.Request // the listener's address
+		ok                 bool
+	}{
+		{"loopback address", "127.0.0.1:8080", "127.0.0.1:1", listening("127.0.0.1:8080"), true},
+		{"localhost", "localhost:8080", "127.0.0.1:1", listening("127.0.0.1:8080"), true},
+		{"v6 loopback", "[::1]:8080", "[::1]:1", listening("[::1]:8080"), true},
+		{"the LAN address it listens on", "10.1.2.2:8080", "10.1.2.3:1", listening("10.1.2.2:8080"), true},
+		{"rebinding name", "evil.example:8080", "127.0.0.1:1", listening("127.0.0.1:8080"), false},
+		{"rebinding name, wide bind", "evil.example:8080", "127.0.0.1:1", listening("0.0.0.0:8080"), false},
+		{"rebinding name, no port", "evil.example", "127.0.0.1:1", listening("127.0.0.1:8080"), false},
+		{"localhost subdomain", "localhost.evil.example:8080", "127.0.0.1:1", listening("127.0.0.1:8080"), false},
+		{"another address than the listener's", "10.9.9.9:8080", "10.1.2.3:1", listening("10.1.2.2:8080"), false},
+		{"an address, unknown listener", "10.1.2.2:8080", "10.1.2.3:1", func(r *http.Request) *http.Request { return r }, false},
+		{"no host", "", "127.0.0.1:1", listening("127.0.0.1:8080"), false},
+	} {
+		for _, path := range []string{"/", "/state", "/nothing"} {
+			r := httptest.NewRequest("GET", "http://127.0.0.1:8080"+path, nil)
+			r.Host, r.RemoteAddr = c.host, c.remote
+			w := serve(d, c.on(r))
+			refused := w.Code == http.StatusForbidden
+			if c.ok == refused {
+				t.Errorf("%s: GET %s for Host %q: %d, want refused %t", c.name, path, c.host, w.Code, !c.ok)
+			}
+			if refused && strings.Contains(w.Body.String(), "7777") {
+				t.Errorf("%s: GET %s: the refusal shows the state: %s", c.name, path, w.Body)
+			}
+		}
+	}
+	// The controls are refused to a rebinding name as before.
+	r := controlReq(`{"action":"chaos"}`, func(r *http.Request) { r.Host = "evil.example:8080"; r.Header.Del("Origin") })
+	if w := serve(d, r); w.Code != http.StatusForbidden {
+		t.Errorf("POST /control for evil.example: %d", w.Code)
+	}
+}
+
+// Through a real listener: the server puts the connection's local address
+// in the request's context, and a request naming the dashboard by it is
+// served while one naming another host is refused.
+func TestDashboardHostRealListener(t *testing.T) {
+	d := newDashboard(3)
+	d.publish([]byte(`{"up_s":1}`))
+	srv := httptest.NewServer(d.handler())
+	defer srv.Close()
+	for host, want := range map[string]int{
+		srv.Listener.Addr().String(): http.StatusOK,
+		"localhost":                  http.StatusOK,
+		"evil.example":               http.StatusForbidden,
+		"127.0.0.2":                  http.StatusOK, // loopback: this machine
+		"192.0.2.1":                  http.StatusForbidden,
+	} {
+		req, err := http.NewRequest("GET", srv.URL+"/state", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("Host %s: %d, want %d", host, resp.StatusCode, want)
+		}
+	}
+
+	// Bound to this machine's LAN address, as -dashboard 0.0.0.0:PORT would
+	// be reached from another machine: named by it, the view is served.
+	var lan net.IP
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
+			lan = n.IP
+			break
+		}
+	}
+	if lan == nil {
+		t.Log("no non-loopback IPv4 address: the LAN case is not tried")
+		return
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(lan.String(), "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wide := &httptest.Server{Listener: ln, Config: &http.Server{Handler: d.handler()}}
+	wide.Start()
+	defer wide.Close()
+	for host, want := range map[string]int{ln.Addr().String(): http.StatusOK, "evil.example": http.StatusForbidden, "192.0.2.1": http.StatusForbidden} {
+		req, _ := http.NewRequest("GET", wide.URL+"/state", nil)
+		req.Host = host
+		resp, err := wide.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("on %s, Host %s: %d, want %d", ln.Addr(), host, resp.StatusCode, want)
+		}
 	}
 }

@@ -35,13 +35,16 @@ type storeJSON struct {
 	Up   bool   `json:"up"`
 }
 
-// trafficJSON is what the generator saw: the last second's counts and the
+// trafficJSON is what the generator saw: the answers of the last window
+// (the time since the previous sample, about a second), all from one
+// snapshot of the counters so that Req = Allowed + Denied + Failed, and the
 // errors so far.
 type trafficJSON struct {
 	Rate     int    `json:"rate"`
-	Sent     uint64 `json:"sent_s"`
-	Allowed  uint64 `json:"allowed_s"`
-	Denied   uint64 `json:"denied_s"`
+	Req      uint64 `json:"req_s"`     // answered in the window
+	Allowed  uint64 `json:"allowed_s"` // of which admitted
+	Denied   uint64 `json:"denied_s"`  // 429
+	Failed   uint64 `json:"failed_s"`  // errors, and requests lost with a killed node
 	Errors   uint64 `json:"errors"`    // so far, from nodes that were up
 	ToKilled uint64 `json:"to_killed"` // so far, requests lost with a killed node
 }
@@ -63,10 +66,16 @@ type nodeJSON struct {
 type ringJSON struct {
 	SeenBy  string    `json:"seen_by"`
 	Members []string  `json:"members"`
-	Arcs    []arcJSON `json:"arcs"`
+	Share   []float64 `json:"share"` // of the hash space, per member, exact
+	Arcs    []arcJSON `json:"arcs"`  // what the dashboard draws (see shareArcs)
+	VArcs   int       `json:"varcs"` // the ring's own arcs, for the note
 }
 
-// arcJSON is a ring.Arc with its ends as fractions of the hash space.
+// ringSectors is how many equal sectors the dashboard's ring is drawn in:
+// even, so that the arcs of the last and the first merge across zero.
+const ringSectors = 8
+
+// arcJSON is an arc with its ends as fractions of the hash space.
 type arcJSON struct {
 	From  float64 `json:"f"`
 	To    float64 `json:"t"`
@@ -95,6 +104,7 @@ type dashWatch struct {
 	ringKey  string              // the members the arcs were built for
 	ring     ringJSON
 	traffic  trafficJSON
+	prevTot  snapshot // the counters at the previous sample
 }
 
 // sample runs after each poll: it records each node's decisions per second,
@@ -118,10 +128,14 @@ func (v *view) sample() {
 			w.hist[i] = w.hist[i][len(w.hist[i])-historyLen:]
 		}
 	}
-	tot := snap(&v.gen.total)
-	w.traffic = trafficJSON{Rate: v.rate, Sent: tot.requests - v.prevTot.requests,
-		Allowed: tot.allowed - v.prevTot.allowed, Denied: tot.denied - v.prevTot.denied,
-		Errors: tot.errors, ToKilled: tot.toKilled}
+	// One snapshot, and the previous sample's: every figure is of the same
+	// window. Requests are counted as answered, not as sent: a request sent
+	// in one window may be answered in the next.
+	tot, prev := snap(&v.gen.total), w.prevTot
+	w.prevTot = tot
+	w.traffic = trafficJSON{Rate: v.rate, Allowed: tot.allowed - prev.allowed, Denied: tot.denied - prev.denied,
+		Failed: tot.errors - prev.errors + tot.toKilled - prev.toKilled, Errors: tot.errors, ToKilled: tot.toKilled}
+	w.traffic.Req = w.traffic.Allowed + w.traffic.Denied + w.traffic.Failed
 	v.watchRing()
 	v.watchBreakers()
 }
@@ -160,19 +174,85 @@ func (v *view) watchRing() {
 	w.inRing = now
 	if key := strings.Join(members, ","); key != w.ringKey || w.ring.SeenBy != by {
 		w.ringKey = key
-		w.ring = ringJSON{SeenBy: by, Members: members, Arcs: arcsJSON(ring.New(members, 0).Arcs(), members)}
+		arcs := ring.New(members, 0).Arcs()
+		w.ring = ringJSON{SeenBy: by, Members: members, VArcs: len(arcs)}
+		w.ring.Arcs, w.ring.Share = shareArcs(arcs, members, ringSectors)
 	}
 }
 
-// arcsJSON turns arcs into fractions of the hash space; members must hold
-// every arc's owner.
-func arcsJSON(arcs []ring.Arc, members []string) []arcJSON {
-	out := make([]arcJSON, 0, len(arcs))
-	frac := func(h uint64) float64 { return math.Round(float64(h)/(1<<64)*1e5) / 1e5 }
-	for _, a := range arcs {
-		out = append(out, arcJSON{From: frac(a.From), To: frac(a.To), Owner: slices.Index(members, a.Owner)})
+// shareArcs turns the ring's arcs (hundreds: one per run of virtual nodes,
+// too thin to read) into a few that show each member's share where it lies:
+// the ring is cut into sectors equal parts, and in each part every member
+// gets one arc as long as its exact share of that part, the members in
+// ascending order in even parts and descending in odd ones, so that the
+// neighbours across a boundary are the same member and merge. With m
+// members that is at most m·sectors − sectors + 1 arcs (one for one
+// member). share is each member's exact share of the whole ring. members
+// must hold every arc's owner; sectors must be even.
+func shareArcs(arcs []ring.Arc, members []string, sectors int) (out []arcJSON, share []float64) {
+	m := len(members)
+	if m == 0 {
+		return []arcJSON{}, []float64{}
 	}
-	return out
+	owned := make([][]float64, sectors) // [sector][member]
+	for i := range owned {
+		owned[i] = make([]float64, m)
+	}
+	share = make([]float64, m)
+	add := func(from, to float64, o int) { // 0 ≤ from ≤ to ≤ 1
+		for from < to {
+			sec := min(int(from*float64(sectors)), sectors-1)
+			end := min(to, float64(sec+1)/float64(sectors))
+			owned[sec][o] += end - from
+			share[o] += end - from
+			from = end
+		}
+	}
+	for _, a := range arcs {
+		o := slices.Index(members, a.Owner)
+		from, to := float64(a.From)/(1<<64), float64(a.To)/(1<<64)
+		if a.To <= a.From { // across zero, or the whole ring
+			add(from, 1, o)
+			add(0, to, o)
+			continue
+		}
+		add(from, to, o)
+	}
+	round := func(f float64) float64 { return math.Round(f*1e5) / 1e5 }
+	for sec := range sectors {
+		pos, end := float64(sec)/float64(sectors), float64(sec+1)/float64(sectors)
+		for k := range m {
+			o := k
+			if sec%2 == 1 {
+				o = m - 1 - k
+			}
+			l := owned[sec][o]
+			if l <= 0 {
+				continue
+			}
+			if n := len(out); n > 0 && out[n-1].Owner == o {
+				out[n-1].To = pos + l
+			} else {
+				out = append(out, arcJSON{From: pos, To: pos + l, Owner: o})
+			}
+			pos += l
+		}
+		out[len(out)-1].To = end // no gap from rounding
+	}
+	if n := len(out); n > 1 && out[0].Owner == out[n-1].Owner { // across zero
+		out[0].From = out[n-1].From
+		out = out[:n-1]
+	}
+	if len(out) == 1 { // one member: the whole ring, From == To
+		out[0].From, out[0].To = 0, 0
+	}
+	for i := range out {
+		out[i].From, out[i].To = round(out[i].From), round(math.Mod(out[i].To, 1))
+	}
+	for i := range share {
+		share[i] = round(share[i])
+	}
+	return out, share
 }
 
 // watchBreakers logs each breaker that opened, and each that closed again,
@@ -215,7 +295,7 @@ func (v *view) state(chaos bool) ([]byte, error) {
 		Store:   storeJSON{Kind: v.st.Kind(), Addr: v.st.Addr(), Up: v.st.Running()},
 		Traffic: w.traffic, Ring: w.ring, Events: v.events.last(30)}
 	if s.Ring.Members == nil {
-		s.Ring.Members, s.Ring.Arcs = []string{}, []arcJSON{}
+		s.Ring.Members, s.Ring.Arcs, s.Ring.Share = []string{}, []arcJSON{}, []float64{}
 	}
 	// Whether a process runs is known now; the rest is from the last poll.
 	up := v.sup.up()

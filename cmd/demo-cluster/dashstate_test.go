@@ -2,11 +2,15 @@ package main
 
 import (
 	"encoding/json"
+	"io"
+	"math"
 	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ringlimit/ringlimit/ring"
 )
 
 type fakeStore struct{ up bool }
@@ -197,5 +201,141 @@ func TestState(t *testing.T) {
 	}
 	if len(b) > 64<<10 {
 		t.Errorf("state is %d bytes", len(b))
+	}
+}
+
+// The header's totals come from one window: req/s is what was answered in
+// it, allowed + denied + failed, even when more requests were sent than
+// answered in it (a backlog, or a slow node), or fewer.
+func TestTrafficTotalsAddUp(t *testing.T) {
+	v := fakeView()
+	for n := range 3 {
+		v.fakePoll(n, []string{"n1", "n2", "n3"}, "closed", nil)
+	}
+	tot := &v.gen.total
+	tot.Requests.Add(100)
+	tot.Allowed.Add(60)
+	tot.Denied.Add(30)
+	v.sample() // the first window: everything so far
+	v.draw(io.Discard)
+	for i, c := range []struct{ sent, allowed, denied, errors, toKilled uint64 }{
+		{250, 205, 75, 0, 0}, // the issue's figures: more answered than sent in the window
+		{100, 40, 10, 3, 2},  // fewer
+	} {
+		tot.Requests.Add(c.sent)
+		tot.Allowed.Add(c.allowed)
+		tot.Denied.Add(c.denied)
+		tot.Errors.Add(c.errors)
+		tot.ToKilled.Add(c.toKilled)
+		v.sample()
+		b, err := v.state(false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s struct {
+			Traffic map[string]uint64 `json:"traffic"`
+		}
+		if err := json.Unmarshal(b, &s); err != nil {
+			t.Fatal(err)
+		}
+		tr := s.Traffic
+		want := map[string]uint64{"req_s": c.allowed + c.denied + c.errors + c.toKilled,
+			"allowed_s": c.allowed, "denied_s": c.denied, "failed_s": c.errors + c.toKilled}
+		for k, w := range want {
+			if tr[k] != w {
+				t.Errorf("window %d: %s %d, want %d (traffic %v)", i, k, tr[k], w, tr)
+			}
+		}
+		v.draw(io.Discard) // the terminal's view takes its own snapshot: no matter
+	}
+}
+
+// The dashboard's ring is readable: each member's share of the hash space
+// as a few arcs, not its hundreds of virtual-node arcs. Each eighth of the
+// ring shows each member's exact share of that eighth as one arc (members
+// in alternating order, so that neighbours across a boundary merge), and
+// share holds each member's exact share of the whole ring.
+func TestRingFewArcs(t *testing.T) {
+	const sectors = 8
+	for _, members := range [][]string{{"n1"}, {"n1", "n3"}, {"n1", "n2", "n3"}, {"a", "b", "c", "d", "e", "f", "g", "h", "i"}} {
+		v := fakeView()
+		v.fakePoll(0, members, "closed", nil)
+		v.sample()
+		b, err := v.state(false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s struct {
+			Ring struct {
+				Members []string
+				Share   []float64
+				Arcs    []struct {
+					F, T float64
+					O    int
+				}
+			}
+		}
+		if err := json.Unmarshal(b, &s); err != nil {
+			t.Fatal(err)
+		}
+		m := len(members)
+		if max := m*sectors - sectors + 1; len(s.Ring.Arcs) > max || (m == 1 && len(s.Ring.Arcs) != 1) {
+			t.Errorf("%d members: %d arcs, want at most %d", m, len(s.Ring.Arcs), max)
+		}
+		// The exact shares, whole and per sector, from the ring itself.
+		exact := make([]float64, m)
+		perSector := make([][]float64, sectors)
+		for i := range perSector {
+			perSector[i] = make([]float64, m)
+		}
+		add := func(into [][]float64, total []float64, f, to float64, o int) {
+			for f < to {
+				sec := min(int(f*sectors), sectors-1)
+				end := min(to, float64(sec+1)/sectors)
+				into[sec][o] += end - f
+				total[o] += end - f
+				f = end
+			}
+		}
+		for _, a := range ring.New(members, 0).Arcs() {
+			f, to := float64(a.From)/(1<<64), float64(a.To)/(1<<64)
+			o := slices.Index(members, a.Owner)
+			if to <= f {
+				add(perSector, exact, f, 1, o)
+				add(perSector, exact, 0, to, o)
+			} else {
+				add(perSector, exact, f, to, o)
+			}
+		}
+		drawn := make([][]float64, sectors)
+		for i := range drawn {
+			drawn[i] = make([]float64, m)
+		}
+		drawnTotal := make([]float64, m)
+		for _, a := range s.Ring.Arcs {
+			if a.O < 0 || a.O >= m {
+				t.Fatalf("arc %+v: owner out of range", a)
+			}
+			if a.T <= a.F {
+				add(drawn, drawnTotal, a.F, 1, a.O)
+				add(drawn, drawnTotal, 0, a.T, a.O)
+			} else {
+				add(drawn, drawnTotal, a.F, a.T, a.O)
+			}
+		}
+		const tol = 2e-4 // the fractions are rounded for the JSON
+		if len(s.Ring.Share) != m {
+			t.Fatalf("%d members: share %v", m, s.Ring.Share)
+		}
+		for o := range m {
+			if math.Abs(drawnTotal[o]-exact[o]) > tol || math.Abs(s.Ring.Share[o]-exact[o]) > tol {
+				t.Errorf("%d members: %s drawn %.5f, share %.5f, exact %.5f", m, members[o], drawnTotal[o], s.Ring.Share[o], exact[o])
+			}
+			for sec := range sectors {
+				if math.Abs(drawn[sec][o]-perSector[sec][o]) > tol {
+					t.Errorf("%d members: %s in sector %d drawn %.5f, exact %.5f", m, members[o], sec, drawn[sec][o], perSector[sec][o])
+				}
+			}
+		}
 	}
 }

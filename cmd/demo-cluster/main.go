@@ -15,7 +15,9 @@
 // their limit and the events, refreshed once a second from what the
 // supervisor polled (the page never talks to the nodes), with buttons for
 // the commands above. The buttons answer only loopback clients, even when
-// -dashboard binds a wider address.
+// -dashboard binds a wider address; every route, the page and its state
+// too, answers only a request that names the dashboard by a loopback name
+// or by the address it listens on, so a DNS-rebinding page cannot read it.
 //
 // The store is a valkey-server or redis-server found on PATH (on a free
 // loopback port, no persistence), else an embedded one (miniredis, in this
