@@ -74,6 +74,9 @@ type Action struct {
 	Kind Kind
 	To   string
 	Inc  uint64 // Pull: the incarnation of To expected (0: any)
+	// Install: first install the state the pull's answer carried (with
+	// the answer's version), then do Kind.
+	Install bool
 }
 
 // Call is a call for one key, as the core sees it.
@@ -101,6 +104,7 @@ const (
 	MovedTo                       // ask To: the state went there, or may be there
 	Unreachable                   // no answer (the shell's pull timed out, or the member is gone)
 	Mine                          // the member is taking the key itself (a pull of its own is on its way): go there
+	Gone                          // the incarnation asked for is gone (the member restarted): it holds nothing of its predecessor's
 )
 
 // Answer is a pulled member's answer.
@@ -132,6 +136,9 @@ type source struct {
 // flight is one pull in progress for a key: the members asked so far.
 type flight struct {
 	asked []string
+	tries int    // unanswered pulls of the last member asked
+	inc   uint64 // the incarnation of the last member asked
+	ceded string // this node answered a pull of the key meanwhile and gave way to this member
 }
 
 // Core is the ownership state of one node. It is not safe for simultaneous
@@ -301,6 +308,7 @@ func (c *Core) Call(k Call) Action {
 			// with it or nowhere. Take it back from it before deciding.
 			a := c.pull(k, m.to)
 			a.Inc = m.inc
+			c.setInc(k.Key, a)
 			return a
 		}
 		return c.away(k, m.to)
@@ -326,6 +334,7 @@ func (c *Core) Call(k Call) Action {
 	if to, inc := c.nextSource(k.Key, k.Hash, nil); to != "" {
 		a := c.pull(k, to)
 		a.Inc = inc
+		c.setInc(k.Key, a)
 		return a
 	}
 	return Action{Kind: Decide}
@@ -348,6 +357,20 @@ func (c *Core) pull(k Call, to string) Action {
 	c.pulls[k.Key] = &flight{asked: []string{to}}
 	return Action{Kind: Pull, To: to}
 }
+
+// setInc records the incarnation a new pull asks for.
+func (c *Core) setInc(key string, a Action) {
+	if f := c.pulls[key]; f != nil && a.Kind == Pull {
+		f.inc = a.Inc
+	}
+}
+
+// maxPullSteps bounds the members one pull asks, redirects included.
+const maxPullSteps = 12
+
+// maxPullTries bounds the pulls of one member that go unanswered before
+// the member is given up on (see Pulled).
+const maxPullTries = 3
 
 // nextSource is the newest unresolved source of key not asked yet, "" if
 // none: the member that owned key before this node, in a ring change whose
@@ -401,14 +424,22 @@ func (c *Core) Pulled(key string, h uint64, from string, a Answer, now int64) Ac
 	}
 	switch a.Kind {
 	case State:
-		delete(c.pulls, key)
-		if m := c.marks[key]; m != nil {
-			delete(c.marks, key)
+		if m := c.liveMark(key, now); m != nil && m.to != c.self && !m.ver.Less(a.Ver) {
+			break // a stale copy: this node passed a newer version on since
 		}
-		return Action{Kind: Decide}
+		delete(c.pulls, key)
+		delete(c.marks, key)
+		if a.St == nil {
+			// It had one, and it expired: the key starts here.
+			return c.conclude(key, f, Action{Kind: Decide})
+		}
+		return Action{Kind: Decide, Install: true}
 	case MovedTo:
-		if a.To != "" && a.To != c.self && !contains(f.asked, a.To) {
+		// (A member may be asked again: it may have said "ask X" while a
+		// pull of its own was out, and hold the state now.)
+		if a.To != "" && a.To != c.self && len(f.asked) < maxPullSteps {
 			f.asked = append(f.asked, a.To)
+			f.tries, f.inc = 0, 0
 			return Action{Kind: Pull, To: a.To}
 		}
 	case Mine:
@@ -416,34 +447,82 @@ func (c *Core) Pulled(key string, h uint64, from string, a Answer, now int64) Ac
 		delete(c.pulls, key)
 		c.setMark(key, &mark{to: from, until: now + c.MaxUntil})
 		return Action{Kind: Forward, To: from}
-	case Unreachable:
+	case Unreachable, Gone:
+		if a.Kind == Unreachable && f.tries < maxPullTries-1 {
+			// Slow is not dead: a member thought gone may still answer,
+			// and it may hold the state. Ask again before giving up on it.
+			f.tries++
+			return Action{Kind: Pull, To: from, Inc: f.inc}
+		}
 		// It may hold the state and be cut off, or have crashed: what it
 		// wrote behind is in the store.
-		delete(c.pulls, key)
-		delete(c.marks, key)
 		if c.bugs&BugSkipLoad != 0 {
-			return Action{Kind: Decide}
+			return c.conclude(key, f, Action{Kind: Decide})
 		}
-		return Action{Kind: Load}
+		if o := c.Owner(h); o != c.self {
+			return c.conclude(key, f, Action{Kind: Forward, To: o})
+		}
+		return Action{Kind: Load} // the pull goes on until Loaded
 	}
 	// Nothing there: the next source, if any.
 	if to, inc := c.nextSource(key, h, f.asked); to != "" {
 		f.asked = append(f.asked, to)
+		f.tries, f.inc = 0, inc
 		return Action{Kind: Pull, To: to, Inc: inc}
 	}
-	delete(c.pulls, key)
-	if m := c.marks[key]; m != nil && m.to != c.self {
-		if !contains(f.asked, m.to) {
-			// While this pull was on its way, this node answered a pull
-			// of the key's with "nothing here": the asker holds it.
-			return Action{Kind: Forward, To: m.to}
-		}
-		delete(c.marks, key) // it came back here empty
+	if o := c.Owner(h); o != c.self {
+		// The ring moved on while the pull was out: the key starts at its
+		// owner, not here.
+		return c.conclude(key, f, Action{Kind: Forward, To: o})
 	}
 	if c.Stored {
-		return Action{Kind: Load}
+		return Action{Kind: Load} // the pull goes on until Loaded
 	}
-	return Action{Kind: Decide}
+	return c.conclude(key, f, Action{Kind: Decide})
+}
+
+// Path is the members the pull of key on its way has asked, for the
+// next pull's Ask.Path.
+func (c *Core) Path(key string) []string {
+	if f := c.pulls[key]; f != nil {
+		return f.asked
+	}
+	return nil
+}
+
+// Stray is the member a state held here goes to once decided: its owner in
+// this node's view, or "" if that is this node.
+func (c *Core) Stray(h uint64) string {
+	if o := c.Owner(h); o != c.self {
+		return o
+	}
+	return ""
+}
+
+// Loaded ends a pull whose last step was a load from the store (the
+// state, if the store had one, is installed): Decide, or Forward if this
+// node gave the key way meanwhile.
+func (c *Core) Loaded(key string) Action {
+	f := c.pulls[key]
+	if f == nil {
+		return Action{Kind: Decide}
+	}
+	return c.conclude(key, f, Action{Kind: Decide})
+}
+
+// conclude ends a pull that found no state: the key starts here (act),
+// unless this node gave way meanwhile.
+func (c *Core) conclude(key string, f *flight, act Action) Action {
+	delete(c.pulls, key)
+	if f.ceded != "" {
+		// While this pull was on its way, this node answered a pull of
+		// the key's with "nothing here": the asker holds it.
+		return Action{Kind: Forward, To: f.ceded}
+	}
+	if m := c.marks[key]; m != nil && m.to != c.self {
+		delete(c.marks, key) // it came back here empty
+	}
+	return act
 }
 
 // Ask is a pull asked of this node.
@@ -452,7 +531,11 @@ type Ask struct {
 	Hash uint64
 	From string // the member that asks
 	Inc  uint64 // the incarnation of this node the asker expects (0: any)
-	Has  bool   // the key's state is in the local store
+	// Path is the members this pull asked before this node (see Path): a
+	// member is never sent back to one of them, so a cycle of members
+	// that each name the other ends with a definite answer.
+	Path []string
+	Has  bool // the key's state is in the local store
 	Now  int64
 }
 
@@ -473,7 +556,7 @@ func (c *Core) Asked(a Ask) Reply {
 	if a.Inc != 0 && a.Inc != c.Inc {
 		// It asks an earlier incarnation of this node, which is gone with
 		// whatever it held: the store has what it wrote behind.
-		return Reply{A: Answer{Kind: Unreachable}}
+		return Reply{A: Answer{Kind: Gone}}
 	}
 	if a.Has {
 		if c.bugs&BugPullTwice != 0 {
@@ -495,15 +578,20 @@ func (c *Core) Asked(a Ask) Reply {
 	// Not here. Whoever may still hold it for this node (an unresolved
 	// source of its own, a pull on its way) holds it for the asker now.
 	if f := c.pulls[a.Key]; f != nil {
-		// Both take the key at once, each from the other's view. One of
-		// the two must give way: the lower name keeps it.
-		if c.self < a.From {
+		if last := f.asked[len(f.asked)-1]; last != a.From && !contains(a.Path, last) {
+			// This node asks last for it: whoever answers first gets it.
+			return Reply{A: Answer{Kind: MovedTo, To: last}}
+		}
+		// Both take the key at once from each other, each from its own
+		// view. One gives way: the lower name keeps it.
+		if c.self < a.From && f.ceded == "" {
 			return Reply{A: Answer{Kind: Mine}}
 		}
+		f.ceded = a.From
 		c.setMark(a.Key, &mark{to: a.From, until: a.Now + c.MaxUntil})
 		return Reply{A: Answer{Kind: None}}
 	}
-	if o, _ := c.nextSource(a.Key, a.Hash, []string{a.From}); o != "" {
+	if o, _ := c.nextSource(a.Key, a.Hash, append(a.Path[:len(a.Path):len(a.Path)], a.From)); o != "" {
 		return Reply{A: Answer{Kind: MovedTo, To: o}}
 	}
 	// Nothing here: the asker holds the key from now on. The mark sends
@@ -524,10 +612,18 @@ func (c *Core) setMark(key string, m *mark) {
 }
 
 // Gave records that key's state (version ver, expiring at until) left this
-// node for the member to: in a push (copy is the state sent, kept until
-// Confirmed) or in a pull's answer (copy nil).
+// node for the member to, in a push or in a pull's answer: copy is the
+// state sent, kept until Confirmed (an answer lost on the way is not a
+// state lost: the member's next pull gets the copy).
 func (c *Core) Gave(key, to string, ver Version, copy *ringlimit.State, until int64) {
 	c.setMark(key, &mark{to: to, ver: ver, copy: copy, until: until})
+}
+
+// HasCopy reports whether this node keeps a copy of key's state for a
+// member it gave it to (not confirmed yet).
+func (c *Core) HasCopy(key string) bool {
+	m := c.marks[key]
+	return m != nil && m.copy != nil
 }
 
 // Confirmed records that the member to installed the state pushed to it.

@@ -741,10 +741,11 @@ func (s *sim) storeDecide(n *snode, c *scall) {
 func (s *sim) pull(n *snode, key, to string, want uint64) {
 	inc := n.inc
 	h := ring.Hash(key)
+	path := slices.Clone(n.core.Path(key))
 	s.logf("%s pulls %s from %s (inc %d)", n.name, key, to, want)
 	s.rpc(n.name, to, 80*ms, func(reply func(func())) {
 		t := s.nodes[to]
-		r := t.core.Asked(Ask{Key: key, Hash: h, From: n.name, Inc: want, Has: t.lim.Has(key), Now: s.nodeNow(t)})
+		r := t.core.Asked(Ask{Key: key, Hash: h, From: n.name, Inc: want, Path: path, Has: t.lim.Has(key), Now: s.nodeNow(t)})
 		a := r.A
 		switch {
 		case r.Give:
@@ -752,7 +753,8 @@ func (s *sim) pull(n *snode, key, to string, want uint64) {
 			ver := t.vers[key].Next(s.nodeNow(t))
 			delete(t.vers, key)
 			if ok {
-				t.core.Gave(key, n.name, ver, nil, st.Until)
+				c := st
+				t.core.Gave(key, n.name, ver, &c, st.Until)
 				a = Answer{Kind: State, St: &st, Ver: ver}
 			} else {
 				a = Answer{Kind: None}
@@ -768,9 +770,6 @@ func (s *sim) pull(n *snode, key, to string, want uint64) {
 		if n.inc != inc {
 			return
 		}
-		if t := s.nodes[to]; t.alive && (want == 0 || uint64(t.inc) == want) && t.lim.Has(key) {
-			s.episodes[key]++ // a holder cut off from the key's new owner
-		}
 		s.pulled(n, key, to, Answer{Kind: Unreachable})
 	})
 }
@@ -778,11 +777,19 @@ func (s *sim) pull(n *snode, key, to string, want uint64) {
 func (s *sim) pulled(n *snode, key, from string, a Answer) {
 	h := ring.Hash(key)
 	s.logf("%s pulled %s from %s: %d %s", n.name, key, from, a.Kind, a.To)
-	if a.Kind == State && a.St != nil && !n.lim.Has(key) {
-		n.lim.Import(key, *a.St)
-		n.vers[key] = a.Ver
-	}
 	act := n.core.Pulled(key, h, from, a, s.nodeNow(n))
+	if t := s.nodes[from]; a.Kind == Unreachable && act.Kind != Pull && t.alive && (t.lim.Has(key) || t.core.HasCopy(key)) {
+		s.episodes[key]++ // given up on a holder cut off from the key's new owner
+	}
+	if act.Install {
+		if !n.lim.Has(key) {
+			n.lim.Import(key, *a.St)
+			n.vers[key] = a.Ver
+		}
+		// Confirm: the member drops the copy it kept.
+		me := n.name
+		s.send(me, from, func() { s.nodes[from].core.Confirmed(key, me) })
+	}
 	switch act.Kind {
 	case Pull:
 		s.pull(n, key, act.To, act.Inc)
@@ -823,6 +830,10 @@ func (s *sim) load(n *snode, key string) {
 			n.lim.Import(key, st)
 			n.vers[key] = s.store.vers[key].Next(s.nodeNow(n))
 		}
+		if a := n.core.Loaded(key); a.Kind == Forward {
+			s.redirect(n, key, a.To)
+			return
+		}
 		s.release(n, key)
 	})
 }
@@ -841,6 +852,23 @@ func (s *sim) release(n *snode, key string) {
 			continue
 		}
 		s.finish(c, s.decide(n, c))
+	}
+	s.pushStray(n, key)
+}
+
+// pushStray pushes key's state to its owner if it is held here and another
+// member owns it in n's view.
+func (s *sim) pushStray(n *snode, key string) {
+	to := n.core.Stray(ring.Hash(key))
+	if to == "" || n.core.Leaving() {
+		return
+	}
+	if st, ok := n.lim.Take(key); ok {
+		ver := n.vers[key].Next(s.nodeNow(n))
+		delete(n.vers, key)
+		c := st
+		n.core.Gave(key, to, ver, &c, st.Until)
+		s.push(n, to, []pushed{{key, st, ver}}, 0)
 	}
 }
 
