@@ -656,22 +656,27 @@ type Arrival struct {
 
 // Arrived says whether a pushed state is installed, and if so where it goes
 // on: "" (it stays: this node owns the key) or the member to push it to.
-func (c *Core) Arrived(a Arrival) (install bool, on string) {
+// A node that leaves refuses every state (refused): its sender keeps it
+// (TakeBack), since what arrives now could stay behind.
+func (c *Core) Arrived(a Arrival) (install bool, on string, refused bool) {
+	if c.leaving != nil {
+		return false, "", true
+	}
 	if a.Has {
-		return false, "" // a duplicate of one installed already
+		return false, "", false // a duplicate of one installed already
 	}
 	if m := c.liveMark(a.Key, a.Now); m != nil && m.to != c.self && !m.ver.Less(a.Ver) {
-		return false, "" // a late copy of one this node has passed on since
+		return false, "", false // a late copy of one this node has passed on since
 	}
 	delete(c.marks, a.Key)
 	delete(c.pulls, a.Key) // a pull on its way ends here: the state came
 	if o := c.Owner(a.Hash); o != c.self && o != a.From {
-		return true, o
+		return true, o, false
 	}
 	// Owned here, or owned by its sender in this node's view: the sender
 	// gave it here on its own view (it leaves, or its ring is newer), and
 	// its mark sends the key's calls here. It is never pushed back.
-	return true, ""
+	return true, "", false
 }
 
 // Tick lets the core drop what has expired at now.

@@ -513,13 +513,25 @@ func (s *sim) push(n *snode, to string, items []pushed, try int) {
 	s.logf("%s pushes %d to %s", n.name, len(items), to)
 	s.rpc(n.name, to, 150*ms, func(reply func(func())) {
 		t := s.nodes[to]
+		var refused []pushed
 		for _, it := range items {
-			s.arrive(t, n.name, it)
+			if !s.arrive(t, n.name, it) {
+				refused = append(refused, it)
+			}
 		}
 		reply(func() {
 			n.pushes--
 			for _, it := range items {
-				n.core.Confirmed(it.key, to)
+				if !slices.ContainsFunc(refused, func(r pushed) bool { return r.key == it.key }) {
+					n.core.Confirmed(it.key, to)
+				}
+			}
+			for _, it := range refused {
+				// Refused (it leaves): take it back, and on to its owner.
+				if st, ver, ok := n.core.TakeBack(it.key, to); ok && !n.lim.Has(it.key) {
+					n.lim.Import(it.key, *st)
+					n.vers[it.key] = ver
+				}
 			}
 			s.maybeDone(n)
 		})
@@ -541,12 +553,15 @@ func (s *sim) push(n *snode, to string, items []pushed, try int) {
 	})
 }
 
-// arrive installs a pushed state at t.
-func (s *sim) arrive(t *snode, from string, it pushed) {
+// arrive installs a pushed state at t; false if t refused it.
+func (s *sim) arrive(t *snode, from string, it pushed) bool {
 	h := ring.Hash(it.key)
-	install, on := t.core.Arrived(Arrival{Key: it.key, Hash: h, From: from, Ver: it.ver, Has: t.lim.Has(it.key), Now: s.nodeNow(t)})
+	install, on, refused := t.core.Arrived(Arrival{Key: it.key, Hash: h, From: from, Ver: it.ver, Has: t.lim.Has(it.key), Now: s.nodeNow(t)})
+	if refused {
+		return false
+	}
 	if !install {
-		return
+		return true
 	}
 	t.lim.Import(it.key, it.st)
 	t.vers[it.key] = it.ver
@@ -561,6 +576,7 @@ func (s *sim) arrive(t *snode, from string, it pushed) {
 			s.push(t, on, []pushed{{it.key, st, ver}}, 0)
 		}
 	}
+	return true
 }
 
 // maybeDone sends Done to every member once n's push is confirmed and it
