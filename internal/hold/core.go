@@ -419,13 +419,17 @@ func (c *Core) liveMark(key string, now int64) *mark {
 func (c *Core) Pulled(key string, h uint64, from string, a Answer, now int64) Action {
 	f := c.pulls[key]
 	if f == nil {
-		f = &flight{asked: []string{from}}
-		c.pulls[key] = f
+		// The pull ended before its answer came (its state came by
+		// another way): a state in the answer is this node's all the same.
+		return Action{Kind: Decide, Install: a.Kind == State && a.St != nil}
 	}
 	switch a.Kind {
 	case State:
 		if m := c.liveMark(key, now); m != nil && m.to != c.self && !m.ver.Less(a.Ver) {
-			break // a stale copy: this node passed a newer version on since
+			// A stale copy: this node held a newer version since and gave
+			// it to m.to, which holds it or knows who does.
+			delete(c.pulls, key)
+			return Action{Kind: Forward, To: m.to}
 		}
 		delete(c.pulls, key)
 		delete(c.marks, key)
@@ -567,11 +571,11 @@ func (c *Core) Asked(a Ask) Reply {
 	if m := c.liveMark(a.Key, a.Now); m != nil && m.to != c.self {
 		if m.to == a.From {
 			if m.copy != nil {
-				st := m.copy
-				m.copy = nil // it leaves with this answer: the push's delivery is a duplicate now
-				return Reply{Copy: st, Ver: m.ver, A: Answer{Kind: State, St: st, Ver: m.ver}}
+				// Every pull of its gets the copy until it confirms one: an
+				// answer may be lost, or come after the asker gave up on it.
+				return Reply{Copy: m.copy, Ver: m.ver, A: Answer{Kind: State, St: m.copy, Ver: m.ver}}
 			}
-			return Reply{A: Answer{Kind: None}} // delivered to it already
+			return Reply{A: Answer{Kind: None}} // it confirmed it
 		}
 		return Reply{A: Answer{Kind: MovedTo, To: m.to}}
 	}
@@ -635,12 +639,15 @@ func (c *Core) Confirmed(key, to string) {
 
 // TakeBack undoes a push that could not be delivered: it returns the copy
 // to import again, if the mark still holds it (a pull did not take it).
+// A pull of the key on its way ends: the state is here again (the shell
+// decides the calls that waited for it).
 func (c *Core) TakeBack(key, to string) (*ringlimit.State, Version, bool) {
 	m := c.marks[key]
 	if m == nil || m.to != to || m.copy == nil {
 		return nil, Version{}, false
 	}
 	delete(c.marks, key)
+	delete(c.pulls, key)
 	return m.copy, m.ver, true
 }
 

@@ -528,9 +528,12 @@ func (s *sim) push(n *snode, to string, items []pushed, try int) {
 			}
 			for _, it := range refused {
 				// Refused (it leaves): take it back, and on to its owner.
-				if st, ver, ok := n.core.TakeBack(it.key, to); ok && !n.lim.Has(it.key) {
-					n.lim.Import(it.key, *st)
-					n.vers[it.key] = ver
+				if st, ver, ok := n.core.TakeBack(it.key, to); ok {
+					if !n.lim.Has(it.key) {
+						n.lim.Import(it.key, *st)
+						n.vers[it.key] = ver
+					}
+					s.release(n, it.key, false)
 				}
 			}
 			s.maybeDone(n)
@@ -557,6 +560,7 @@ func (s *sim) push(n *snode, to string, items []pushed, try int) {
 func (s *sim) arrive(t *snode, from string, it pushed) bool {
 	h := ring.Hash(it.key)
 	install, on, refused := t.core.Arrived(Arrival{Key: it.key, Hash: h, From: from, Ver: it.ver, Has: t.lim.Has(it.key), Now: s.nodeNow(t)})
+	s.logf("%s arrived %s from %s ver %v: install=%v on=%q refused=%v", t.name, it.key, from, it.ver, install, on, refused)
 	if refused {
 		return false
 	}
@@ -565,7 +569,7 @@ func (s *sim) arrive(t *snode, from string, it pushed) bool {
 	}
 	t.lim.Import(it.key, it.st)
 	t.vers[it.key] = it.ver
-	s.release(t, it.key)
+	s.release(t, it.key, false) // (on says where it goes next)
 	if on != "" {
 		st, ok := t.lim.Take(it.key)
 		if ok {
@@ -623,6 +627,7 @@ func (s *sim) route(n *snode, c *scall, via string) {
 		return
 	}
 	a := n.core.Call(Call{Key: c.key, Hash: ring.Hash(c.key), Has: n.lim.Has(c.key), Via: via, Now: s.nodeNow(n)})
+	s.logf("%s call %d %s via %q: %s %s", n.name, c.id, c.key, via, a.Kind, a.To)
 	switch a.Kind {
 	case Decide:
 		s.finish(c, s.decide(n, c))
@@ -677,6 +682,7 @@ func (s *sim) forward(n *snode, c *scall, to, via string) {
 	s.rpc(n.name, to, 100*ms, func(reply func(func())) {
 		t := s.nodes[to]
 		a := t.core.Call(Call{Key: c.key, Hash: ring.Hash(c.key), Has: t.lim.Has(c.key), Forwarded: true, Via: via, Now: s.nodeNow(t)})
+		s.logf("%s fwd call %d %s from %s via %q: %s %s", t.name, c.id, c.key, n.name, via, a.Kind, a.To)
 		switch a.Kind {
 		case Decide:
 			d := s.decide(t, c)
@@ -761,6 +767,7 @@ func (s *sim) pull(n *snode, key, to string, want uint64) {
 	s.logf("%s pulls %s from %s (inc %d)", n.name, key, to, want)
 	s.rpc(n.name, to, 80*ms, func(reply func(func())) {
 		t := s.nodes[to]
+		defer func() { s.logf("%s asked %s by %s", t.name, key, n.name) }()
 		r := t.core.Asked(Ask{Key: key, Hash: h, From: n.name, Inc: want, Path: path, Has: t.lim.Has(key), Now: s.nodeNow(t)})
 		a := r.A
 		switch {
@@ -794,6 +801,7 @@ func (s *sim) pulled(n *snode, key, from string, a Answer) {
 	h := ring.Hash(key)
 	s.logf("%s pulled %s from %s: %d %s", n.name, key, from, a.Kind, a.To)
 	act := n.core.Pulled(key, h, from, a, s.nodeNow(n))
+	s.logf("%s pulled %s: ver %v -> %s %s install=%v", n.name, key, a.Ver, act.Kind, act.To, act.Install)
 	if t := s.nodes[from]; a.Kind == Unreachable && act.Kind != Pull && t.alive && (t.lim.Has(key) || t.core.HasCopy(key)) {
 		s.episodes[key]++ // given up on a holder cut off from the key's new owner
 	}
@@ -812,7 +820,7 @@ func (s *sim) pulled(n *snode, key, from string, a Answer) {
 	case Load:
 		s.load(n, key)
 	case Decide:
-		s.release(n, key)
+		s.release(n, key, true)
 	case Forward:
 		s.redirect(n, key, act.To)
 	}
@@ -850,13 +858,13 @@ func (s *sim) load(n *snode, key string) {
 			s.redirect(n, key, a.To)
 			return
 		}
-		s.release(n, key)
+		s.release(n, key, true)
 	})
 }
 
 // release decides every call parked on key at n: the state is here now, or
 // the key starts here.
-func (s *sim) release(n *snode, key string) {
+func (s *sim) release(n *snode, key string, stray bool) {
 	ws := n.waiting[key]
 	delete(n.waiting, key)
 	for _, c := range ws {
@@ -869,7 +877,9 @@ func (s *sim) release(n *snode, key string) {
 		}
 		s.finish(c, s.decide(n, c))
 	}
-	s.pushStray(n, key)
+	if stray {
+		s.pushStray(n, key)
+	}
 }
 
 // pushStray pushes key's state to its owner if it is held here and another
