@@ -416,8 +416,15 @@ func (c *Core) liveMark(key string, now int64) *mark {
 // came, is to be installed first: see Arrived), Pull from another member,
 // or Load from the store. The calls that waited (Wait) are then called
 // again.
-func (c *Core) Pulled(key string, h uint64, from string, a Answer, now int64) Action {
+//
+// has says the key's state is in the local store now (it came back while
+// the pull was out): the pull ends, and the calls are decided here.
+func (c *Core) Pulled(key string, h uint64, from string, a Answer, has bool, now int64) Action {
 	f := c.pulls[key]
+	if has {
+		delete(c.pulls, key)
+		return Action{Kind: Decide, Install: a.Kind == State && a.St != nil}
+	}
 	if f == nil {
 		// The pull ended before its answer came (its state came by
 		// another way): a state in the answer is this node's all the same.
@@ -524,6 +531,11 @@ func (c *Core) conclude(key string, f *flight, act Action) Action {
 		return Action{Kind: Forward, To: f.ceded}
 	}
 	if m := c.marks[key]; m != nil && m.to != c.self {
+		if m.copy != nil {
+			// A push of the state to m.to is on its way: the state is
+			// there, or comes back here (TakeBack). The calls go there.
+			return Action{Kind: Forward, To: m.to}
+		}
 		delete(c.marks, key) // it came back here empty
 	}
 	return act

@@ -800,7 +800,7 @@ func (s *sim) pull(n *snode, key, to string, want uint64) {
 func (s *sim) pulled(n *snode, key, from string, a Answer) {
 	h := ring.Hash(key)
 	s.logf("%s pulled %s from %s: %d %s", n.name, key, from, a.Kind, a.To)
-	act := n.core.Pulled(key, h, from, a, s.nodeNow(n))
+	act := n.core.Pulled(key, h, from, a, n.lim.Has(key), s.nodeNow(n))
 	s.logf("%s pulled %s: ver %v -> %s %s install=%v", n.name, key, a.Ver, act.Kind, act.To, act.Install)
 	if t := s.nodes[from]; a.Kind == Unreachable && act.Kind != Pull && t.alive && (t.lim.Has(key) || t.core.HasCopy(key)) {
 		s.episodes[key]++ // given up on a holder cut off from the key's new owner
