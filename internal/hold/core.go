@@ -31,8 +31,65 @@ func incOf(v View, name string) uint64 {
 // copy never overwrites a newer one (in a hand-off or in the store). Epoch
 // rises at every hand-over of the state (a hybrid clock: at least the
 // giver's epoch + 1 and the taker's clock in ms); Seq counts the holder's
-// writes within its epoch.
-type Version struct{ Epoch, Seq uint64 }
+// writes within its epoch. Origins name the fresh starts the state counts:
+// a key that two nodes started independently (while they disagreed on its
+// owner) holds two lineages, and their states merge (local.Merge) when they
+// meet; a state whose origins another already covers is a copy of it, and
+// does not.
+type Version struct {
+	Epoch, Seq uint64
+	Origins    [3]uint64 // 0: none
+}
+
+// Fresh is the version of a state that starts at now (ms) on a node, with
+// origin a number unique to this start (0 is none).
+func Fresh(now int64, origin uint64) Version {
+	v := Version{Epoch: uint64(max(now, 1))}
+	v.Origins[0] = origin
+	return v
+}
+
+// Covers reports whether v counts every start w counts.
+func (v Version) Covers(w Version) bool {
+	for _, o := range w.Origins {
+		if o != 0 && o != v.Origins[0] && o != v.Origins[1] && o != v.Origins[2] {
+			return false
+		}
+	}
+	return true
+}
+
+// Join is the version of the merge of states of versions v and w. Past three
+// origins the oldest are forgotten (a copy of one may then merge again: it
+// admits less, never more).
+func Join(v, w Version) Version {
+	j := Version{Epoch: max(v.Epoch, w.Epoch), Seq: max(v.Seq, w.Seq)}
+	n := 0
+	add := func(o uint64) {
+		if o == 0 {
+			return
+		}
+		for _, x := range j.Origins[:min(n, len(j.Origins))] {
+			if x == o {
+				return
+			}
+		}
+		if n < len(j.Origins) {
+			j.Origins[n] = o
+		} else {
+			copy(j.Origins[:], j.Origins[1:])
+			j.Origins[len(j.Origins)-1] = o
+		}
+		n++
+	}
+	for _, o := range v.Origins {
+		add(o)
+	}
+	for _, o := range w.Origins {
+		add(o)
+	}
+	return j
+}
 
 // Less reports whether v is older than w.
 func (v Version) Less(w Version) bool {
@@ -45,7 +102,7 @@ func (v Version) Next(now int64) Version {
 	if now > 0 && uint64(now) > e {
 		e = uint64(now)
 	}
-	return Version{Epoch: e}
+	return Version{Epoch: e, Origins: v.Origins}
 }
 
 // Kind is what the shell does next for a call.
@@ -233,6 +290,9 @@ func (c *Core) SetView(v, withoutSelf View, id uint64, now int64) {
 		c.joined = true
 	}
 	c.view, c.viewID = v, id
+	if c.leaving != nil && withoutSelf != nil {
+		c.leaving = withoutSelf // a leaver hands its keys to the owners of its latest view
+	}
 	if prev != nil && c.bugs&BugSkipWindow == 0 {
 		c.nextSrc++
 		c.srcs = append(c.srcs, &source{id: c.nextSrc, at: now, prev: prev, done: map[string]bool{}})
@@ -417,18 +477,20 @@ func (c *Core) liveMark(key string, now int64) *mark {
 // or Load from the store. The calls that waited (Wait) are then called
 // again.
 //
-// has says the key's state is in the local store now (it came back while
-// the pull was out): the pull ends, and the calls are decided here.
-func (c *Core) Pulled(key string, h uint64, from string, a Answer, has bool, now int64) Action {
+// held is the version of the key's state in the local store, nil if none:
+// one that came back while the pull was out ends it, and the calls are
+// decided here. Install over a held state means merging the two.
+func (c *Core) Pulled(key string, h uint64, from string, a Answer, held *Version, now int64) Action {
 	f := c.pulls[key]
-	if has {
+	got := a.Kind == State && a.St != nil
+	if held != nil {
 		delete(c.pulls, key)
-		return Action{Kind: Decide, Install: a.Kind == State && a.St != nil}
+		return Action{Kind: Decide, Install: got && !held.Covers(a.Ver)}
 	}
 	if f == nil {
 		// The pull ended before its answer came (its state came by
 		// another way): a state in the answer is this node's all the same.
-		return Action{Kind: Decide, Install: a.Kind == State && a.St != nil}
+		return Action{Kind: Decide, Install: got}
 	}
 	switch a.Kind {
 	case State:
@@ -669,20 +731,23 @@ type Arrival struct {
 	Hash uint64
 	From string
 	Ver  Version
-	Has  bool // a state is here already
+	Has  bool    // a state is here already
+	Held Version // its version, if Has
 	Now  int64
 }
 
 // Arrived says whether a pushed state is installed, and if so where it goes
 // on: "" (it stays: this node owns the key) or the member to push it to.
+// Installing over a state that is here means merging the two (local.Merge):
+// they were started apart.
 // A node that leaves refuses every state (refused): its sender keeps it
 // (TakeBack), since what arrives now could stay behind.
 func (c *Core) Arrived(a Arrival) (install bool, on string, refused bool) {
 	if c.leaving != nil {
 		return false, "", true
 	}
-	if a.Has {
-		return false, "", false // a duplicate of one installed already
+	if a.Has && a.Held.Covers(a.Ver) {
+		return false, "", false // a copy of one installed already
 	}
 	if m := c.liveMark(a.Key, a.Now); m != nil && m.to != c.self && !m.ver.Less(a.Ver) {
 		return false, "", false // a late copy of one this node has passed on since

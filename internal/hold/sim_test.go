@@ -559,7 +559,8 @@ func (s *sim) push(n *snode, to string, items []pushed, try int) {
 // arrive installs a pushed state at t; false if t refused it.
 func (s *sim) arrive(t *snode, from string, it pushed) bool {
 	h := ring.Hash(it.key)
-	install, on, refused := t.core.Arrived(Arrival{Key: it.key, Hash: h, From: from, Ver: it.ver, Has: t.lim.Has(it.key), Now: s.nodeNow(t)})
+	held := s.held(t, it.key)
+	install, on, refused := t.core.Arrived(Arrival{Key: it.key, Hash: h, From: from, Ver: it.ver, Has: held != nil, Held: ptrOr(held), Now: s.nodeNow(t)})
 	s.logf("%s arrived %s from %s ver %v: install=%v on=%q refused=%v", t.name, it.key, from, it.ver, install, on, refused)
 	if refused {
 		return false
@@ -567,8 +568,7 @@ func (s *sim) arrive(t *snode, from string, it pushed) bool {
 	if !install {
 		return true
 	}
-	t.lim.Import(it.key, it.st)
-	t.vers[it.key] = it.ver
+	s.install(t, it.key, it.st, it.ver)
 	s.release(t, it.key, false) // (on says where it goes next)
 	if on != "" {
 		st, ok := t.lim.Take(it.key)
@@ -646,6 +646,34 @@ func (s *sim) route(n *snode, c *scall, via string) {
 	}
 }
 
+// held is the version of key's state at n, nil if it holds none.
+func (s *sim) held(n *snode, key string) *Version {
+	if !n.lim.Has(key) {
+		return nil
+	}
+	v := n.vers[key]
+	return &v
+}
+
+func ptrOr(v *Version) Version {
+	if v == nil {
+		return Version{}
+	}
+	return *v
+}
+
+// install puts st (version ver) in n's store, merged with the state there
+// if there is one (they were started apart: the core checked).
+func (s *sim) install(n *snode, key string, st ringlimit.State, ver Version) {
+	if cur, ok := n.lim.Take(key); ok {
+		s.logf("%s merges %s: %v + %v", n.name, key, n.vers[key].Origins, ver.Origins)
+		st = local.Merge(cur, st)
+		ver = Join(n.vers[key], ver)
+	}
+	n.lim.Import(key, st)
+	n.vers[key] = ver
+}
+
 func (s *sim) decide(n *snode, c *scall) ringlimit.Decision {
 	s.logf("%s decides call %d (%s) from %s", n.name, c.id, c.key, c.origin)
 	if d, ok := n.served[c.id]; ok {
@@ -658,11 +686,9 @@ func (s *sim) decide(n *snode, c *scall) ringlimit.Decision {
 	n.served[c.id] = d
 	if d.Allowed {
 		s.admitted[c.key]++
-		v := n.vers[c.key]
-		if v.Epoch == 0 {
-			v = v.Next(s.nodeNow(n))
+		if n.vers[c.key].Epoch == 0 {
+			n.vers[c.key] = Fresh(s.nodeNow(n), s.rng.Uint64()|1) // a fresh start here
 		}
-		n.vers[c.key] = v
 		s.logf("%s admits %s (#%d, call %d)", n.name, c.key, s.admitted[c.key], c.id)
 	}
 	return d
@@ -800,16 +826,13 @@ func (s *sim) pull(n *snode, key, to string, want uint64) {
 func (s *sim) pulled(n *snode, key, from string, a Answer) {
 	h := ring.Hash(key)
 	s.logf("%s pulled %s from %s: %d %s", n.name, key, from, a.Kind, a.To)
-	act := n.core.Pulled(key, h, from, a, n.lim.Has(key), s.nodeNow(n))
+	act := n.core.Pulled(key, h, from, a, s.held(n, key), s.nodeNow(n))
 	s.logf("%s pulled %s: ver %v -> %s %s install=%v", n.name, key, a.Ver, act.Kind, act.To, act.Install)
 	if t := s.nodes[from]; a.Kind == Unreachable && act.Kind != Pull && t.alive && (t.lim.Has(key) || t.core.HasCopy(key)) {
 		s.episodes[key]++ // given up on a holder cut off from the key's new owner
 	}
 	if act.Install {
-		if !n.lim.Has(key) {
-			n.lim.Import(key, *a.St)
-			n.vers[key] = a.Ver
-		}
+		s.install(n, key, *a.St, a.Ver)
 		// Confirm: the member drops the copy it kept.
 		me := n.name
 		s.send(me, from, func() { s.nodes[from].core.Confirmed(key, me) })
