@@ -743,14 +743,17 @@ type Arrival struct {
 // A node that leaves refuses every state (refused): its sender keeps it
 // (TakeBack), since what arrives now could stay behind.
 func (c *Core) Arrived(a Arrival) (install bool, on string, refused bool) {
-	if c.leaving != nil {
-		return false, "", true
-	}
+	// A copy of a state that arrived here before (a retried push whose
+	// answer was lost) is acknowledged, not refused: its sender must not
+	// take back what this node installed.
 	if a.Has && a.Held.Covers(a.Ver) {
 		return false, "", false // a copy of one installed already
 	}
 	if m := c.liveMark(a.Key, a.Now); m != nil && m.to != c.self && !m.ver.Less(a.Ver) {
 		return false, "", false // a late copy of one this node has passed on since
+	}
+	if c.leaving != nil {
+		return false, "", true
 	}
 	delete(c.marks, a.Key)
 	delete(c.pulls, a.Key) // a pull on its way ends here: the state came

@@ -438,6 +438,11 @@ func (s *sim) leave(name string) {
 	if !n.alive || n.core.Leaving() || len(s.members) < 2 {
 		return
 	}
+	if n.paused > s.now {
+		// A paused process does nothing, Close included.
+		s.at(n.paused, func() { s.leave(name) })
+		return
+	}
 	s.logf("%s leaves", name)
 	n.core.Leave(s.newRing(without(n.view, name)))
 	s.pushAll(n)
