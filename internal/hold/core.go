@@ -656,9 +656,11 @@ func (c *Core) Asked(a Ask) Reply {
 	// Not here. Whoever may still hold it for this node (an unresolved
 	// source of its own, a pull on its way) holds it for the asker now.
 	if f := c.pulls[a.Key]; f != nil {
-		if last := f.asked[len(f.asked)-1]; last != a.From && !contains(a.Path, last) {
-			// This node asks last for it: whoever answers first gets it.
-			return Reply{A: Answer{Kind: MovedTo, To: last}}
+		if last := f.asked[len(f.asked)-1]; last != a.From {
+			// This node is taking the key already: the asker's calls come
+			// here. (Sent on to the member this node asks, the two could
+			// each give it up and both start it.)
+			return Reply{A: Answer{Kind: Mine}}
 		}
 		// Both take the key at once from each other, each from its own
 		// view. One gives way: the lower name keeps it.
