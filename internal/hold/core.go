@@ -642,16 +642,10 @@ func (c *Core) Asked(a Ask) Reply {
 		}
 		return Reply{Give: true}
 	}
-	if m := c.liveMark(a.Key, a.Now); m != nil && m.to != c.self {
-		if m.to == a.From {
-			if m.copy != nil {
-				// Every pull of its gets the copy until it confirms one: an
-				// answer may be lost, or come after the asker gave up on it.
-				return Reply{Copy: m.copy, Ver: m.ver, A: Answer{Kind: State, St: m.copy, Ver: m.ver}}
-			}
-			return Reply{A: Answer{Kind: None}} // it confirmed it
-		}
-		return Reply{A: Answer{Kind: MovedTo, To: m.to}}
+	if m := c.liveMark(a.Key, a.Now); m != nil && m.to == a.From && m.copy != nil {
+		// Every pull of its gets the copy until it confirms one: an
+		// answer may be lost, or come after the asker gave up on it.
+		return Reply{Copy: m.copy, Ver: m.ver, A: Answer{Kind: State, St: m.copy, Ver: m.ver}}
 	}
 	// Not here. Whoever may still hold it for this node (an unresolved
 	// source of its own, a pull on its way) holds it for the asker now.
@@ -670,6 +664,12 @@ func (c *Core) Asked(a Ask) Reply {
 		f.ceded = a.From
 		c.setMark(a.Key, &mark{to: a.From, until: a.Now + c.MaxUntil})
 		return Reply{A: Answer{Kind: None}}
+	}
+	if m := c.liveMark(a.Key, a.Now); m != nil && m.to != c.self {
+		if m.to == a.From {
+			return Reply{A: Answer{Kind: None}} // it confirmed it
+		}
+		return Reply{A: Answer{Kind: MovedTo, To: m.to}}
 	}
 	if o, _ := c.nextSource(a.Key, a.Hash, append(a.Path[:len(a.Path):len(a.Path)], a.From)); o != "" {
 		return Reply{A: Answer{Kind: MovedTo, To: o}}
