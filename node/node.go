@@ -221,7 +221,11 @@ func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		var errs []error
 		n.handOffAll()
-		if err := n.members.Leave(time.Second); err != nil && !errors.Is(err, ringlimit.ErrClosed) {
+		// ring's default leave timeout (5 s): under GossipLAN the leave intent
+		// and memberlist's leave each take about four 200 ms gossip rounds, so
+		// a second was not enough, and Close reported a leave that the others
+		// had seen.
+		if err := n.members.Leave(0); err != nil && !errors.Is(err, ringlimit.ErrClosed) {
 			errs = append(errs, fmt.Errorf("node: leave: %w", err))
 		}
 		n.drainPeers()
