@@ -28,7 +28,9 @@ var _ stateStore = (*remote.Connector)(nil)
 // The write-behind never blocks a decision: decisions only set a mark in
 // their entry (local.Config.TrackChanges), and this goroutine drains the
 // marks. While the store is slow or down the states wait in a queue of at
-// most WriteBehindQueue; beyond it the oldest are dropped and counted.
+// most WriteBehindQueue; beyond it the oldest are dropped and counted. The
+// writes go through the store's breaker (failover.Limiter.Guard): their
+// failures open it, and while it is open only its probes write.
 func (n *Node) run() {
 	defer n.wg.Done()
 	every := n.cfg.WriteBehind
