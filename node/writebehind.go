@@ -2,9 +2,11 @@ package node
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/ringlimit/ringlimit"
+	"github.com/ringlimit/ringlimit/failover"
 	"github.com/ringlimit/ringlimit/local"
 	"github.com/ringlimit/ringlimit/remote"
 )
@@ -26,7 +28,9 @@ var _ stateStore = (*remote.Connector)(nil)
 // The write-behind never blocks a decision: decisions only set a mark in
 // their entry (local.Config.TrackChanges), and this goroutine drains the
 // marks. While the store is slow or down the states wait in a queue of at
-// most WriteBehindQueue; beyond it the oldest are dropped and counted.
+// most WriteBehindQueue; beyond it the oldest are dropped and counted. The
+// writes go through the store's breaker (failover.Limiter.Guard): their
+// failures open it, and while it is open only its probes write.
 func (n *Node) run() {
 	defer n.wg.Done()
 	every := n.cfg.WriteBehind
@@ -70,11 +74,19 @@ func (n *Node) writeBehind(queue []remote.KeyState) []remote.KeyState {
 	if len(queue) == 0 {
 		return queue
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), max(n.cfg.StoreTimeout, n.cfg.WriteBehind))
-	err := n.states.WriteStates(ctx, queue)
-	cancel()
+	// Through the store's breaker: its state shows a store that is down
+	// even when only the write-behind touches it, and while it is open the
+	// states wait without a write (one goes through as its probe).
+	err := n.store.Guard(context.Background(), max(n.cfg.StoreTimeout, n.cfg.WriteBehind), func(ctx context.Context) error {
+		return n.states.WriteStates(ctx, queue)
+	})
+	if errors.Is(err, failover.ErrOpen) {
+		return queue
+	}
 	if err != nil {
 		n.stats.writeFailures.Add(1)
+		n.warn.Warn("write-behind failed", "node: write-behind to the store failed; the states stay queued",
+			"node", n.name, "queued", len(queue), "err", err)
 		return queue
 	}
 	n.stats.writes.Add(uint64(len(queue)))

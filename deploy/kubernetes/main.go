@@ -2,43 +2,49 @@
 // API whose requests are limited by rules from a ConfigMap, by a ringlimit
 // node embedded in every replica. The replicas find each other through a
 // headless Service (-join), keep state in Valkey (-valkey), report readiness
-// at /readyz (node.Ready) and, on SIGTERM, stop taking requests, hand their
-// keys to the other replicas (node.Close) and exit.
+// at /readyz (node.Ready) and, on SIGTERM, report not ready, keep serving
+// for -drain while the load balancers take the pod out, then finish the
+// requests in flight, hand their keys to the other replicas (node.Close) and
+// exit.
 //
 //	GET /healthz   200 while the process runs (liveness)
-//	GET /readyz    200 once the node has joined the cluster, else 503
-//	any other      limited by the rules file, then "ok"
+//	GET /readyz    200 once the node has joined the cluster, 503 before and from SIGTERM on
+//	GET /metrics   Prometheus text: the node's, the middleware's and the rules' ringlimit_ series
+//	any other      limited by the rules, then "ok"
 //
-// The gossip secret comes from the environment (RINGLIMIT_SECRET, hex of 16,
-// 24 or 32 bytes); the node name from -name, else POD_NAME, else the host
+// With no arguments, mounts or environment (the image's default) it serves
+// on :8080 with built-in example rules, no store and no gossip secret, alone
+// until another replica joins it. The manifests give the rules file
+// (-rules), the store (-valkey; its password from RINGLIMIT_VALKEY_PASSWORD),
+// the peers (-join), the proxies whose X-Forwarded-For is believed
+// (-trusted-proxies) and the gossip secret (RINGLIMIT_SECRET, hex of 16, 24
+// or 32 bytes). The node name comes from -name, else POD_NAME, else the host
 // name; the address peers reach it at from -advertise, else POD_IP.
 //
 // See the README's "Kubernetes" section, and the manifests beside this file.
 package main
 
 import (
-	"context"
 	"encoding/hex"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
+	"net/netip"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
-	"github.com/ringlimit/ringlimit/httplimit"
 	"github.com/ringlimit/ringlimit/node"
-	"github.com/ringlimit/ringlimit/rules"
+	"github.com/ringlimit/ringlimit/remote"
 )
 
-// SecretEnv names the environment variable that holds the hex secret key.
-const SecretEnv = "RINGLIMIT_SECRET"
+// Environment variables the example reads.
+const (
+	SecretEnv   = "RINGLIMIT_SECRET"          // hex gossip and peer secret; empty: none (a warning)
+	PasswordEnv = "RINGLIMIT_VALKEY_PASSWORD" // Valkey AUTH password; empty: no AUTH
+)
 
 func main() {
 	cfg, err := parseFlags(os.Args[1:], os.Getenv)
@@ -60,26 +66,31 @@ type config struct {
 	advertise string // IP the peers reach this replica at; "" for the bound one
 	join      []string
 	valkey    []string
-	rules     string
+	password  string // Valkey AUTH
+	rules     string // "" for the built-in rules
+	trusted   []netip.Prefix
 	secret    []byte
-	grace     time.Duration
+	drain     time.Duration // SIGTERM: how long /readyz says 503 before the server stops
+	grace     time.Duration // then: how long to wait for requests in flight
 }
 
-// parseFlags reads args; getenv supplies POD_NAME, POD_IP and the secret.
+// parseFlags reads args; getenv supplies POD_NAME, POD_IP and the secrets.
 func parseFlags(args []string, getenv func(string) string) (config, error) {
 	fs := flag.NewFlagSet("ringlimit-example", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var c config
-	var join, valkey string
+	var join, valkey, trusted string
 	fs.StringVar(&c.name, "name", "", "node name, unique in the cluster (default $POD_NAME, else the host name)")
-	fs.StringVar(&c.http, "http", ":8080", "HTTP listen address (API and probes)")
+	fs.StringVar(&c.http, "http", ":8080", "HTTP listen address (API, probes and /metrics)")
 	fs.StringVar(&c.gossip, "gossip", ":7946", "gossip listen address (TCP and UDP)")
 	fs.StringVar(&c.rpc, "rpc", ":7947", "peer RPC listen address")
 	fs.StringVar(&c.advertise, "advertise", "", "IP address peers reach this replica at (default $POD_IP)")
 	fs.StringVar(&join, "join", "", "comma-separated gossip addresses or names to join (the headless Service, host:port)")
 	fs.StringVar(&valkey, "valkey", "", "comma-separated Valkey addresses (a cluster's seeds are enough); empty: no store")
-	fs.StringVar(&c.rules, "rules", "/etc/ringlimit/rules.yaml", "rules file (reloaded when it changes)")
-	fs.DurationVar(&c.grace, "shutdown-timeout", 10*time.Second, "how long SIGTERM waits for requests in flight")
+	fs.StringVar(&c.rules, "rules", "", "rules file (reloaded when it changes); empty: the built-in example rules")
+	fs.StringVar(&trusted, "trusted-proxies", "", "comma-separated networks (CIDR) of the proxies whose X-Forwarded-For is believed; empty: none")
+	fs.DurationVar(&c.drain, "drain", 2*time.Second, "on SIGTERM, how long /readyz answers 503 while requests are still served")
+	fs.DurationVar(&c.grace, "shutdown-timeout", 10*time.Second, "then, how long to wait for requests in flight")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -90,6 +101,9 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 		if _, _, err := net.SplitHostPort(a); err != nil {
 			return c, err
 		}
+	}
+	if c.drain < 0 || c.grace < 0 {
+		return c, fmt.Errorf("-drain %v, -shutdown-timeout %v: negative", c.drain, c.grace)
 	}
 	if c.name == "" {
 		c.name = getenv("POD_NAME")
@@ -104,11 +118,19 @@ func parseFlags(args []string, getenv func(string) string) (config, error) {
 		return c, fmt.Errorf("-advertise %q is not an IP address", c.advertise)
 	}
 	c.join, c.valkey = list(join), list(valkey)
+	for _, s := range list(trusted) {
+		p, err := netip.ParsePrefix(strings.TrimSpace(s))
+		if err != nil {
+			return c, fmt.Errorf("-trusted-proxies: %w", err)
+		}
+		c.trusted = append(c.trusted, p.Masked())
+	}
 	secret, err := hex.DecodeString(strings.TrimSpace(getenv(SecretEnv)))
 	if err != nil {
 		return c, fmt.Errorf("%s: %w", SecretEnv, err)
 	}
 	c.secret = secret
+	c.password = getenv(PasswordEnv)
 	return c, nil
 }
 
@@ -130,6 +152,9 @@ func (c config) nodeConfig(log *slog.Logger) node.Config {
 		SecretKey:   c.secret,
 		Logger:      log,
 	}
+	if c.password != "" && len(c.valkey) > 0 {
+		nc.ValkeyOptions = &remote.Options{Addrs: c.valkey, Password: c.password}
+	}
 	if c.advertise != "" {
 		nc.GossipAdvertise = net.JoinHostPort(c.advertise, port(c.gossip))
 		nc.RPCAdvertise = net.JoinHostPort(c.advertise, port(c.rpc))
@@ -148,61 +173,4 @@ func bindAll(addr string) string {
 func port(addr string) string {
 	_, p, _ := net.SplitHostPort(addr)
 	return p
-}
-
-func run(c config) error {
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-
-	w, err := rules.Watch(ctx, c.rules, rules.WatchConfig{Interval: 5 * time.Second, Logger: log})
-	if err != nil {
-		return err
-	}
-	n, err := node.New(c.nodeConfig(log))
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{Addr: c.http, Handler: handler(n, w), ReadHeaderTimeout: 5 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- srv.ListenAndServe() }()
-	log.Info("serving", "http", c.http, "node", c.name, "join", c.join, "valkey", c.valkey)
-
-	select {
-	case <-ctx.Done(): // SIGTERM: Kubernetes has taken the pod out of the Service
-	case err := <-served:
-		n.Close()
-		return err
-	}
-	// Finish the requests in flight (they still need the node), then hand
-	// the node's keys to the other replicas and leave.
-	sctx, cancel := context.WithTimeout(context.Background(), c.grace)
-	defer cancel()
-	serr := srv.Shutdown(sctx)
-	return errors.Join(serr, n.Close())
-}
-
-// readier is what the probes need of the node.
-type readier interface{ Ready() bool }
-
-// handler serves the probes unlimited and everything else behind the rules.
-func handler(n *node.Node, w *rules.Watcher) http.Handler {
-	api := http.NewServeMux()
-	api.HandleFunc("/", func(rw http.ResponseWriter, _ *http.Request) { io.WriteString(rw, "ok\n") })
-	mux := http.NewServeMux()
-	probes(mux, n)
-	mux.Handle("/", httplimit.New(n, httplimit.WithRules(w))(api))
-	return mux
-}
-
-// probes adds /healthz and /readyz to mux.
-func probes(mux *http.ServeMux, n readier) {
-	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) { io.WriteString(rw, "ok\n") })
-	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, _ *http.Request) {
-		if !n.Ready() {
-			http.Error(rw, "not ready: not joined yet", http.StatusServiceUnavailable)
-			return
-		}
-		io.WriteString(rw, "ready\n")
-	})
 }
