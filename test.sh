@@ -16,6 +16,20 @@ if ! command -v valkey-server >/dev/null && ! command -v redis-server >/dev/null
 	$sudo systemctl disable --now redis-server >/dev/null 2>&1 || $sudo service redis-server stop >/dev/null 2>&1 || true
 fi
 
+# The alert rules' unit tests (deploy/prometheus) run promtool, from Debian's
+# prometheus package; they skip only where it cannot be installed. The package
+# starts a Prometheus service, which the tests never use: it is stopped.
+if ! command -v promtool >/dev/null; then
+	echo "test.sh: no promtool on PATH; installing Debian's prometheus for the alert rules' tests" >&2
+	sudo=""
+	[ "$(id -u)" -eq 0 ] || sudo="sudo"
+	if { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq prometheus >/dev/null; }; then
+		$sudo systemctl disable --now prometheus >/dev/null 2>&1 || $sudo service prometheus stop >/dev/null 2>&1 || true
+	else
+		echo "test.sh: could not install prometheus; the promtool tests will skip" >&2
+	fi
+fi
+
 # The dashboard's browser test drives Debian's chromium; it skips only where
 # no chromium can be found.
 if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null && ! command -v google-chrome >/dev/null; then

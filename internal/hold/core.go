@@ -483,6 +483,12 @@ func (c *Core) liveMark(key string, now int64) *mark {
 func (c *Core) Pulled(key string, h uint64, from string, a Answer, held *Version, now int64) Action {
 	f := c.pulls[key]
 	got := a.Kind == State && a.St != nil
+	if m := c.liveMark(key, now); got && m != nil && m.to != c.self && !m.ver.Less(a.Ver) {
+		// A stale copy (the state came here by another way too, and this
+		// node passed it on since): m.to holds it or knows who does.
+		delete(c.pulls, key)
+		return Action{Kind: Forward, To: m.to}
+	}
 	if held != nil {
 		delete(c.pulls, key)
 		return Action{Kind: Decide, Install: got && !held.Covers(a.Ver)}
@@ -494,12 +500,6 @@ func (c *Core) Pulled(key string, h uint64, from string, a Answer, held *Version
 	}
 	switch a.Kind {
 	case State:
-		if m := c.liveMark(key, now); m != nil && m.to != c.self && !m.ver.Less(a.Ver) {
-			// A stale copy: this node held a newer version since and gave
-			// it to m.to, which holds it or knows who does.
-			delete(c.pulls, key)
-			return Action{Kind: Forward, To: m.to}
-		}
 		delete(c.pulls, key)
 		delete(c.marks, key)
 		if a.St == nil {

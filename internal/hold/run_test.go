@@ -218,7 +218,9 @@ func TestSimulation(t *testing.T) {
 		calls += r.calls
 		if len(r.violations) > 0 {
 			violations += len(r.violations)
-			if violations <= 3 {
+			if violations > 3 {
+				t.Errorf("seed %d: %s", seed, strings.Join(r.violations, "; "))
+			} else {
 				report("seed %d: %s\nreplay: go test ./internal/hold -run Simulation -sim.seed=%d\nlast events:\n%s",
 					seed, strings.Join(r.violations, "; "), seed, tail(s.log, 40))
 			}

@@ -95,7 +95,8 @@ type sim struct {
 	msgs        int
 	parked      map[*scall]func(ringlimit.Decision) // forwarded calls an owner parked on a pull
 	parkedMoved map[*scall]func(to string)
-	log         []string // the last events, printed with a violation
+	cutPull     map[string]bool // node+key: a pull of it failed across a cut
+	log         []string        // the last events, printed with a violation
 	trace       bool
 }
 
@@ -154,7 +155,7 @@ func (c simClock) Now() time.Time {
 func newSim(cfg simConfig) *sim {
 	s := &sim{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.seed, cfg.seed^0x9e3779b97f4a7c15)),
 		base: 1_700_000_000_000 + 3600_000, nodes: map[string]*snode{}, links: map[[2]string]*link{},
-		rules: map[string]ringlimit.Rule{}, admitted: map[string]int64{}, episodes: map[string]int64{}, parked: map[*scall]func(ringlimit.Decision){}, parkedMoved: map[*scall]func(string){}}
+		rules: map[string]ringlimit.Rule{}, admitted: map[string]int64{}, episodes: map[string]int64{}, parked: map[*scall]func(ringlimit.Decision){}, parkedMoved: map[*scall]func(string){}, cutPull: map[string]bool{}}
 	var zero int64
 	s.store = &simStore{lim: local.New(local.Config{MaxKeys: 1024, Clock: simClock{s, &zero}}), vers: map[string]Version{}}
 	for i := range cfg.keys {
@@ -824,6 +825,9 @@ func (s *sim) pull(n *snode, key, to string, want uint64) {
 		if n.inc != inc {
 			return
 		}
+		if s.link(n.name, to).blocked > s.now-80*ms || s.link(to, n.name).blocked > s.now-80*ms {
+			s.cutPull[n.name+"\x00"+key] = true // a cut, not a pause, kept the answer away
+		}
 		s.pulled(n, key, to, Answer{Kind: Unreachable})
 	})
 }
@@ -833,8 +837,16 @@ func (s *sim) pulled(n *snode, key, from string, a Answer) {
 	s.logf("%s pulled %s from %s: %d %s", n.name, key, from, a.Kind, a.To)
 	act := n.core.Pulled(key, h, from, a, s.held(n, key), s.nodeNow(n))
 	s.logf("%s pulled %s: ver %v -> %s %s install=%v", n.name, key, a.Ver, act.Kind, act.To, act.Install)
-	if t := s.nodes[from]; a.Kind == Unreachable && act.Kind != Pull && t.alive && (t.lim.Has(key) || t.core.HasCopy(key)) {
-		s.episodes[key]++ // given up on a holder cut off from the key's new owner
+	if a.Kind == Unreachable && act.Kind != Pull {
+		// Given up on a member: if a cut (a partition that lasts) kept
+		// its answers away, or it holds the key now, the key may have been
+		// held on the far side: the exception the bound allows for. A
+		// member that was only paused is not one.
+		cut := s.cutPull[n.name+"\x00"+key]
+		delete(s.cutPull, n.name+"\x00"+key)
+		if t := s.nodes[from]; t.alive && (cut || t.lim.Has(key) || t.core.HasCopy(key)) {
+			s.episodes[key]++
+		}
 	}
 	if act.Install {
 		s.install(n, key, *a.St, a.Ver)
