@@ -631,11 +631,11 @@ type Reply struct {
 
 // Asked answers a pull.
 func (c *Core) Asked(a Ask) Reply {
-	if a.Inc != 0 && a.Inc != c.Inc {
-		// It asks an earlier incarnation of this node, which is gone with
-		// whatever it held: the store has what it wrote behind.
-		return Reply{A: Answer{Kind: Gone}}
-	}
+	// It may ask an earlier incarnation of this node, gone with whatever
+	// it held. This one answers from what it knows of the key now (it may
+	// have taken the key since); knowing nothing, it says Gone: the store
+	// has what the earlier one wrote behind.
+	earlier := a.Inc != 0 && a.Inc != c.Inc
 	if a.Has {
 		if c.bugs&BugPullTwice != 0 {
 			return Reply{Keep: true}
@@ -673,6 +673,9 @@ func (c *Core) Asked(a Ask) Reply {
 	}
 	if o, _ := c.nextSource(a.Key, a.Hash, append(a.Path[:len(a.Path):len(a.Path)], a.From)); o != "" {
 		return Reply{A: Answer{Kind: MovedTo, To: o}}
+	}
+	if earlier {
+		return Reply{A: Answer{Kind: Gone}}
 	}
 	// Nothing here: the asker holds the key from now on. The mark sends
 	// later calls, pulls and late states of the key on to it.
