@@ -16,19 +16,33 @@ import (
 )
 
 // A long sliding log on one key, against local: thousands of distinct
-// milliseconds, so pruning and the RetryAfter scan cross many 32-entry
-// chunks and the value is compacted many times. After every call the stored
-// value must decode, and its dead prefix must stay bounded.
+// milliseconds, so pruning and the RetryAfter search go past the first
+// entries read in one piece and the value is compacted many times. After
+// every call the stored value must decode, and its dead prefix must stay
+// bounded. The scripts run as shipped (every compaction rewrites the few
+// live entries at once) and tuned (2 entries read in one piece, so every
+// search halves; 64 bytes copied a call, so every compaction goes through
+// the spare over many calls).
 func TestSlidingLogLong(t *testing.T) {
+	for _, tuned := range []bool{false, true} {
+		t.Run(map[bool]string{false: "shipped", true: "tuned"}[tuned], func(t *testing.T) { testSlidingLogLong(t, tuned) })
+	}
+}
+
+func testSlidingLogLong(t *testing.T, tuned bool) {
 	_, c := server(t)
 	ctx := context.Background()
 	clk := testclock.New(time.Date(2026, 7, 8, 9, 10, 11, 0, time.UTC))
 	loc := local.New(local.Config{Clock: clk})
 	rem := remote.New(c, remote.Config{Clock: clk, Prefix: "long:"})
 	remote.SetTTLPad(rem, 3600_000)
+	const chunk = 64
+	if tuned {
+		remote.SetLogTuning(rem, 3600_000, 2, chunk)
+	}
 	rule := ringlimit.Rule{Algorithm: ringlimit.SlidingLog, Limit: 300, Window: 400 * time.Millisecond}
 	rng := rand.New(rand.NewPCG(7, 7))
-	sets0 := commandStats(t, c)["set"].calls
+	sets0 := commandStats(t, c)["set"].calls + commandStats(t, c)["rename"].calls
 	var admitted, denied, maxLen int
 	for i := range 6000 {
 		step := time.Duration(rng.IntN(4)) * time.Millisecond
@@ -77,26 +91,36 @@ func TestSlidingLogLong(t *testing.T) {
 		if held > rule.Limit || held < rule.Limit-dl.Remaining {
 			t.Fatalf("step %d: the value holds %d stamps; the decision says %d remain", i, held, dl.Remaining)
 		}
-		// Live entries at most Limit, dead ones at most max(1024 bytes, live) + a chunk.
 		maxLen = max(maxLen, len(raw))
 	}
-	compactions := commandStats(t, c)["set"].calls - sets0 - 1
+	st := commandStats(t, c)
+	compactions := st["set"].calls + st["rename"].calls - sets0 - 1
+	if tuned { // the SETs start copies; the RENAMEs end them
+		compactions = st["rename"].calls
+	}
 	t.Logf("%d admitted, %d denied, %d compactions, longest value %d bytes", admitted, denied, compactions, maxLen)
 	if compactions < 10 || denied < 100 {
 		t.Errorf("too tame: %d compactions, %d denied", compactions, denied)
 	}
-	if limit := 57 + 2*16*300 + 1024 + 16; maxLen > limit {
+	// Live entries at most Limit; dead ones at most max(1024 bytes, live)
+	// when a compaction starts, and while it copies (live bytes / (chunk -
+	// 16) calls: each call may add an entry) one entry more a call.
+	limit := 65 + 2*16*300 + 1024 + 16
+	if tuned {
+		limit += 16 * (16*300/(chunk-16) + 2)
+	}
+	if maxLen > limit {
 		t.Errorf("value grew to %d bytes, over %d", maxLen, limit)
 	}
 }
 
-// Compaction (the pruned prefix dropped when it outweighs the live entries)
-// in both of its cases: the call's hits in a new ms, and in the newest
-// entry's ms (that entry's count grows in the rewritten value). The second
-// is out of reach of calls alone (the call that wrote the newest entry saw
-// the same prefix), so the test writes the log itself: 70 pruned entries,
-// then 30 live ones of 1 hit each, the newest now.
-func TestSlidingLogCompaction(t *testing.T) {
+// A format 1 log (the previous release's, which its nodes still write
+// during a rolling upgrade) is read, and the first call that admits
+// rewrites its live entries in format 2, in both cases: the call's hits in
+// a new ms, and in the newest entry's ms (that entry's count grows in the
+// rewritten value). The test writes the log itself: 70 pruned entries, then
+// 30 live ones of 1 hit each, the newest now.
+func TestSlidingLogFormat1(t *testing.T) {
 	_, c := server(t)
 	ctx := context.Background()
 	le := binary.LittleEndian
@@ -118,6 +142,14 @@ func TestSlidingLogCompaction(t *testing.T) {
 		}
 		if err := c.Do(ctx, c.B().Set().Key(rem.Key("k")).Value(string(v)).Build()).Error(); err != nil {
 			t.Fatal(err)
+		}
+		// Read as it is: 30 live hits; a denial waits for the 10th to leave
+		// (now-20 + 100 ms) and leaves the value in format 1.
+		if d, err := rem.AllowN(ctx, "k", rule, 980); err != nil || d.Allowed || d.RetryAfter != 80*time.Millisecond || d.Remaining != 970 {
+			t.Fatalf("same ms %v: a denial on format 1: %+v %v", sameMs, d, err)
+		}
+		if raw, _ := c.Do(ctx, c.B().Get().Key(rem.Key("k")).Build()).AsBytes(); string(raw) != string(v) {
+			t.Fatalf("same ms %v: a denial changed the value", sameMs)
 		}
 		if !sameMs {
 			clk.Advance(time.Millisecond)
@@ -145,7 +177,7 @@ func TestSlidingLogCompaction(t *testing.T) {
 		if sameMs {
 			want = 30
 		}
-		if held != 33 || len(st.Log) != want || len(raw) != 57+16*want {
+		if held != 33 || len(st.Log) != want || len(raw) != 65+16*want || raw[0] != 131 {
 			t.Fatalf("same ms %v: the rewritten value (%d bytes) holds %d hits in %d entries, want 33 in %d", sameMs, len(raw), held, len(st.Log), want)
 		}
 		// Once the 29 older live entries have left, the 4 hits of the last
