@@ -2,6 +2,7 @@ package remote_test
 
 import (
 	"context"
+	"encoding/binary"
 	"slices"
 	"sync"
 	"testing"
@@ -172,5 +173,76 @@ func TestSlidingLogNeverBlocks(t *testing.T) {
 		if server[0] > blockBound {
 			t.Errorf("%s: the call holds the server for %v (least of 3), over %v", tc.name, server[0], blockBound)
 		}
+	}
+}
+
+// The compaction of a full log at the largest limit: 2,004,001 stamps one
+// ms apart (32 MB) under a window of 1,000,000 ms, so at the first call
+// 1,004,002 have left it and the pruned prefix outweighs the live entries
+// (16 MB) by more than the margin a move needs. The admitted calls that follow (one stamp leaves each ms,
+// each call adds one) move the live entries down to the header in place,
+// 64 KiB a call. No call holds the server for more than blockBound (the
+// least, over three runs, of the longest call), and the compacted log holds
+// just the live entries, from the header on.
+func TestSlidingLogCompactionNeverBlocks(t *testing.T) {
+	srv, c := server(t)
+	pinger := dial(t, srv.Addr())
+	ctx := context.Background()
+	at := time.Date(2026, 9, 10, 11, 12, 13, 0, time.UTC)
+	rule := ringlimit.Rule{Algorithm: ringlimit.SlidingLog, Limit: blockLimit, Window: blockLimit * time.Millisecond}
+	now := at.UnixMilli()
+	v := logOf(rule.Window, now-2*blockLimit-4000, now)
+	var worst []time.Duration
+	var ping time.Duration
+	var calls int
+	for range 3 {
+		clk := testclock.New(at)
+		l := remote.New(c, remote.Config{Clock: clk, Prefix: "compact-block:"})
+		if err := c.Do(ctx, c.B().Set().Key(l.Key("k")).Value(v).Px(time.Hour).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+		var longest time.Duration
+		for calls = 1; ; calls++ {
+			if calls > 400 {
+				t.Fatalf("no compaction after %d calls", calls)
+			}
+			clk.Advance(time.Millisecond)
+			before := scriptTime(t, c)
+			var d ringlimit.Decision
+			var err error
+			ping = max(ping, pingWhile(t, pinger, func() { d, err = l.AllowN(ctx, "k", rule, 1) }))
+			// Each ms one stamp leaves and the call adds one: the log is full.
+			if err != nil || !d.Allowed || d.Remaining != 0 {
+				t.Fatalf("call %d: %+v %v; want 0 left", calls, d, err)
+			}
+			longest = max(longest, scriptTime(t, c)-before)
+			hdr, err := c.Do(ctx, c.B().Getrange().Key(l.Key("k")).Start(0).End(72).Build()).AsBytes()
+			if err != nil || len(hdr) != 73 {
+				t.Fatalf("header: %x %v", hdr, err)
+			}
+			if head := binary.LittleEndian.Uint64(hdr[17:]); head < 1<<20 {
+				break // moved down
+			}
+		}
+		worst = append(worst, longest)
+		raw, err := c.Do(ctx, c.B().Get().Key(l.Key("k")).Build()).AsBytes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := remote.DecodeState(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// What the calls pruned meanwhile stays as a short dead prefix; the
+		// value keeps its length, with the entries each call but the last
+		// added while the move ran (the rest is free space).
+		if len(st.Log) != blockLimit || len(raw) != len(v)+16*(calls-1) {
+			t.Fatalf("compacted to %d entries in %d bytes; want 1,000,000 in %d", len(st.Log), len(raw), len(v)+16*(calls-1))
+		}
+	}
+	slices.Sort(worst)
+	t.Logf("compaction over %d calls: longest call %v (least of 3; most %v), longest PING meanwhile %v", calls-1, worst[0], worst[2], ping)
+	if worst[0] > blockBound {
+		t.Errorf("a call of the compaction holds the server for %v (least of 3), over %v", worst[0], blockBound)
 	}
 }

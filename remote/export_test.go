@@ -33,12 +33,12 @@ func pad(src string, ms int64) string {
 // one piece before it halves, and its compaction copying chunk bytes a call
 // (instead of 32 and 65536), so that short tests reach every path.
 func SetLogTuning(l *Limiter, ttlPad int64, probe, chunk int) {
-	const knobs = "PROBE, CH = 65, 32, 65536"
+	const knobs = "PROBE, CH, KEEP = 73, 32, 65536,"
 	edit := func(src string) string {
 		if !strings.Contains(src, knobs) {
 			panic("remote: sliding_log.lua's knobs changed; update SetLogTuning")
 		}
-		return strings.Replace(src, knobs, "PROBE, CH = 65, "+strconv.Itoa(probe)+", "+strconv.Itoa(chunk), 1)
+		return strings.Replace(src, knobs, "PROBE, CH, KEEP = 73, "+strconv.Itoa(probe)+", "+strconv.Itoa(chunk)+",", 1)
 	}
 	l.lua = buildScripts(func(alg ringlimit.Algorithm) string {
 		if alg != ringlimit.SlidingLog {
@@ -48,7 +48,3 @@ func SetLogTuning(l *Limiter, ttlPad int64, probe, chunk int) {
 	})
 	l.multi = buildMulti(edit(pad(MultiScript(), ttlPad)))
 }
-
-// SpareKey is the key where the sliding log at IndexKey(key, i) is
-// compacted.
-func SpareKey(l *Limiter, key string, i int) string { return l.spareKey(key, i) }

@@ -76,12 +76,6 @@ func (l *Limiter) IndexKey(key string, i int) string {
 	return l.Key(key) + "#" + strconv.Itoa(i)
 }
 
-// spareKey returns the Valkey key where the sliding log at IndexKey(key, i)
-// is compacted, a piece per call, before it is renamed over it (see
-// scripts/sliding_log.lua): IndexKey(key, i) + "~", which no IndexKey
-// ends in, under the same hash tag.
-func (l *Limiter) spareKey(key string, i int) string { return l.IndexKey(key, i) + "~" }
-
 // AllowAll applies every rule to key at once, all or nothing (see
 // ringlimit.MultiLimiter), in one script run: rules[i] decides on the state
 // at IndexKey(key, i), and the script writes every state or none. One rule
@@ -108,10 +102,10 @@ func (l *Limiter) AllowAll(ctx context.Context, key string, rules []ringlimit.Ru
 	if l.clock != nil {
 		now = strconv.FormatInt(l.clock.Now().UnixMilli(), 10)
 	}
-	keys := make([]string, 2*len(rules))
+	keys := make([]string, len(rules))
 	packed := make([]byte, 0, ruleLen*len(rules))
 	for i, r := range rules {
-		keys[i], keys[len(rules)+i] = l.IndexKey(key, i), l.spareKey(key, i)
+		keys[i] = l.IndexKey(key, i)
 		packed = appendRule(packed, r)
 	}
 	args := []string{string(packed), now, strconv.FormatInt(n, 10)}

@@ -144,9 +144,8 @@ func (l *Limiter) Peek(ctx context.Context, key string, rule ringlimit.Rule) (ri
 }
 
 // Reset deletes key's states: the one AllowN uses and those of AllowAll's
-// other indexes, and their spares (one script run; they share a slot). A
-// key that holds a value the scripts did not write (see ErrBadValue) is
-// left as it is.
+// other indexes (one script run; they share a slot). A key that holds a
+// value the scripts did not write (see ErrBadValue) is left as it is.
 func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if err := ringlimit.ValidateKey(key); err != nil {
 		return err
@@ -154,9 +153,9 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("remote: del: %w", err)
 	}
-	var keys [2 * ringlimit.MaxRules]string
-	for i := range ringlimit.MaxRules {
-		keys[i], keys[ringlimit.MaxRules+i] = l.IndexKey(key, i), l.spareKey(key, i)
+	var keys [ringlimit.MaxRules]string
+	for i := range keys {
+		keys[i] = l.IndexKey(key, i)
 	}
 	if err := resetScript.Exec(ctx, l.client, keys[:], nil).Error(); err != nil {
 		return fmt.Errorf("remote: del: %w", callerErr(ctx, err))
@@ -178,11 +177,7 @@ func (l *Limiter) decide(ctx context.Context, key string, rule ringlimit.Rule, n
 	if n == 0 {
 		script = l.lua[alg].peek
 	}
-	keys := []string{l.Key(key)}
-	if alg == ringlimit.SlidingLog {
-		keys = append(keys, l.spareKey(key, 0))
-	}
-	resp := script.Exec(ctx, l.client, keys, args)
+	resp := script.Exec(ctx, l.client, []string{l.Key(key)}, args)
 	if err := resp.Error(); err != nil {
 		return ringlimit.Decision{}, fmt.Errorf("remote: eval %s: %w", alg, callerErr(ctx, err))
 	}

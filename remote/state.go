@@ -60,18 +60,20 @@ var ErrBadState = errors.New("remote: bad state")
 //	FixedWindow:    tag, A (window index), B (count)
 //	SlidingWindow:  tag, A (window index), B (current), C (previous)
 //	SlidingLog:     tag (its first byte 131: format 2), total, head, size,
-//	                oldest, newest, base, moved (a 65-byte header), then
-//	                Stamp, running count per entry
+//	                oldest, newest, base, src, moved (a 73-byte header),
+//	                then Stamp, running count per entry, then free space
 //
 // In a sliding log value, an entry's running count is the hits of the
 // entries up to it, itself included, counted from base (the running count
 // just before the entry at head), modulo 2^52; so a script finds the k-th
 // hit by halving, without walking the log. total is the sum of the live
-// entries' counts, the live entries run from byte offset head to size (the
-// value's length), oldest and newest are the first and last live stamps.
-// Entries before head were pruned and await compaction; moved, when not 0,
-// is how far a compaction has copied them to the key's spare. EncodeState
-// writes no pruned entry (head = 65), base 0 and moved 0.
+// entries' counts, the live entries run from byte offset head to size (at
+// most the value's length: the bytes after size are free), oldest and
+// newest are the first and last live stamps. Entries before head were
+// pruned; src and moved, when not 0, say that a compaction has copied the
+// entries from src to moved down to the header. EncodeState writes no
+// pruned entry and no free space (head = 73, size = the length), base 0,
+// src and moved 0.
 //
 // Store the value with a TTL of (the instant the state stops mattering −
 // now), at least 1 ms, as the scripts do.
@@ -93,13 +95,14 @@ func EncodeState(s State) []byte {
 		if len(s.Log) > 0 {
 			oldest, newest = s.Log[0].Stamp, s.Log[len(s.Log)-1].Stamp
 		}
-		b = slices.Grow(b, 7*8+16*len(s.Log))
+		b = slices.Grow(b, 8*8+16*len(s.Log))
 		put(total)
 		put(logHeaderLen)
 		put(int64(logHeaderLen + 16*len(s.Log)))
 		put(oldest)
 		put(newest)
 		put(0) // base
+		put(0) // src
 		put(0) // moved
 		var run int64
 		for _, e := range s.Log {
@@ -121,7 +124,7 @@ const (
 	logFormat2 = 131
 	// logHeaderLen is the length of a format 2 sliding log's header, and
 	// logHeader1Len of a format 1 one's.
-	logHeaderLen  = tagLen + 7*8
+	logHeaderLen  = tagLen + 8*8
 	logHeader1Len = tagLen + 6*8
 	// logModulus: running counts are kept modulo 2^52. A log holds at most
 	// Limit < 2^52 hits, so the difference of two, modulo 2^52, is exact.
@@ -174,17 +177,18 @@ func decodeLog(s State, v []byte) (State, error) {
 	}
 	word := func(off int) int64 { return int64(binary.LittleEndian.Uint64(v[off:])) }
 	total, head, size := word(tagLen), word(tagLen+8), word(tagLen+16)
-	oldest, newest, base, moved := word(tagLen+24), word(tagLen+32), word(tagLen+40), word(tagLen+48)
-	if size != int64(len(v)) || head < logHeaderLen || head > size || (size-head)%16 != 0 ||
-		!inRange(total, oldest, newest, base, moved) || base >= logModulus {
+	oldest, newest, base, src, moved := word(tagLen+24), word(tagLen+32), word(tagLen+40), word(tagLen+48), word(tagLen+56)
+	if size > int64(len(v)) || head < logHeaderLen || head > size || (size-head)%16 != 0 ||
+		!inRange(total, oldest, newest, base, src, moved) || base >= logModulus {
 		return State{}, fmt.Errorf("%w: sliding_log head %d, size %d, length %d", ErrBadState, head, size, len(v))
 	}
-	if moved != 0 && (moved < logHeaderLen || moved > size || (moved-logHeaderLen)%16 != 0) {
-		return State{}, fmt.Errorf("%w: sliding_log moved %d of %d", ErrBadState, moved, size)
+	if moved == 0 && src != 0 || moved != 0 && (src <= logHeaderLen || moved < src || moved > size ||
+		(src-logHeaderLen)%16 != 0 || (moved-logHeaderLen)%16 != 0 || logHeaderLen+moved-src > head) {
+		return State{}, fmt.Errorf("%w: sliding_log compaction from %d to %d, head %d", ErrBadState, src, moved, head)
 	}
 	var sum int64
 	prev := base
-	for off := int(head); off < len(v); off += 16 {
+	for off := int(head); off < int(size); off += 16 {
 		stamp, run := word(off), word(off+8)
 		if run < 0 || run >= logModulus || !inRange(stamp) {
 			return State{}, fmt.Errorf("%w: sliding_log entry %d, running count %d", ErrBadState, stamp, run)

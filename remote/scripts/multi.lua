@@ -1,13 +1,10 @@
 -- AllowAll: every rule on one key, all or nothing. Follows the prelude; see
 -- remote/multi.go.
--- KEYS[i]: the state of rule i (KEYS[1] is the key's AllowN state), for
--- i = 1 .. k; KEYS[k+i]: its spare (a sliding log's, see sliding_log.lua).
+-- KEYS[i]: the state of rule i (KEYS[1] is the key's AllowN state).
 -- ARGV[1]: the rules, 25 bytes each, in order (so the prelude reads rule 1);
 -- ARGV[2]: now or ''; ARGV[3]: n.
 -- The reply is the algorithms' replies, one per rule, in order.
-local rules = ARGV[1]
-local k = #rules / 25
-if #KEYS ~= 2 * k then return redis.error_reply('ringlimit: want a key and a spare per rule') end
+local rules, k = ARGV[1], #KEYS
 -- Writes are held back until every rule has decided: save's by rule (each
 -- rule saves at most once) in held, rule i's value at 2i-1 and its instant
 -- at 2i, and at 2k+i the value rule i read (false if none); the sliding
@@ -36,7 +33,7 @@ for pass = 1, 2 do
     else
       local o = 25 * i - 24
       if i ~= cur then
-        cur, key, spare, tag = i, KEYS[i], KEYS[k + i], string.sub(rules, o, o + 8)
+        cur, key, tag = i, KEYS[i], string.sub(rules, o, o + 8)
         window, limit, burst = struct.unpack('<i8i8i8', rules, o + 1)
       end
       local alg = string.byte(rules, o)

@@ -1,13 +1,12 @@
 -- Shared head of every ringlimit script (see remote/doc.go).
--- KEYS[1]: the key; KEYS[2], for a sliding log, its spare (where a long
--- log is compacted, see sliding_log.lua). ARGV[1]: the rule, 25 bytes: algorithm (1), window ms,
+-- KEYS[1]: the key. ARGV[1]: the rule, 25 bytes: algorithm (1), window ms,
 -- limit, burst (int64 little-endian each); its first 9 bytes are the tag that
 -- starts the stored value. ARGV[2]: now in ms, or '' for the server's TIME.
 -- ARGV[3]: n, the hits; 0 is a peek (decide for 1 hit, write nothing).
 -- The reply packs allowed, remaining, retry after, reset after and delay (ms)
 -- as five little-endian int64s.
 -- Every number is an integer below 2^53, so doubles compute exactly.
-local key, spare, rule = KEYS[1], KEYS[2], ARGV[1]
+local key, rule = KEYS[1], ARGV[1]
 local now = tonumber(ARGV[2])
 if not now then
   local tm = redis.call('TIME')

@@ -1,32 +1,37 @@
--- Sliding log. Format 2 (tag byte LOG2, value.lua): a 65-byte header, then
+-- Sliding log. Format 2 (tag byte LOG2, value.lua): a 73-byte header, then
 -- 16-byte entries (stamp ms, running count), oldest first, stamps strictly
--- increasing:
---   tag (9) | total | head | size | oldest | newest | base | moved
+-- increasing, then free space:
+--   tag (9) | total | head | size | oldest | newest | base | src | moved
 -- An entry's running count is the hits of every entry up to it, itself
 -- included, modulo M, counted from base: the running count just before the
 -- entry at head. total is the hits of the live entries, which run from byte
--- offset head to size (the value's length); entries before head were pruned.
--- oldest and newest are the stamps at head and at the end.
+-- offset head to size; entries before head were pruned, and the bytes from
+-- size to the value's end are free (a compaction left them). oldest and
+-- newest are the stamps at head and at the end.
 --
 -- So no call walks the log (issue 28): a call reads the header, finds the
 -- first stamp in the window and, when it denies, the entry its RetryAfter
 -- waits for by halving (a few dozen reads of 16 bytes for a million
--- entries), and appends one entry in place. The pruned prefix is dropped
--- when it outweighs the live entries: at once when they are few (at most
--- CH bytes), else a piece at a time: each admitted call copies up to CH
--- bytes of entries, from offset moved on, to the spare key (a format 2
--- value whose moved field holds the offset the copy began at), and the call
--- that copies the last renames the spare over the key.
+-- entries), and writes one entry in place.
+--
+-- The pruned prefix is reclaimed when it outweighs the live entries (by a
+-- margin, see below): a value of at most KEEP bytes whose live entries fill
+-- at most CH bytes is written afresh; any other moves its live entries down
+-- to the header in place, at most CH bytes a call, never over an entry not
+-- yet pruned: entries src to moved have been copied to the header's end. So
+-- no call allocates or frees more than KEEP bytes (a large value keeps its
+-- length, and grows only when its entries reach its end); it goes when its
+-- TTL ends.
 --
 -- A format 1 value (tag byte 3, written by the previous release: each
 -- entry's own count, and a 57-byte header total | head | size | oldest |
 -- newest | newest's count) is read as that release read it, walking its
 -- entries, and the first call that admits hits rewrites it in format 2.
-local HDR, PROBE, CH = 65, 32, 65536
+local HDR, PROBE, CH, KEEP = 73, 32, 65536, 1048576
 local tag2 = string.char(LOG2) .. string.sub(tag, 2)
 local t, count, allowed, retry = now, 0, 0, 0
-local total, head, size, oldest, newest, base, moved = 0, HDR, HDR, 0, 0, 0, 0
-local vs, hdr = valueState(key)
+local total, head, size, oldest, newest, base, src, moved = 0, HDR, HDR, 0, 0, 0, 0, 0
+local vs, hdr, len = valueState(key)
 if vs == 'bad' then return BAD end
 local kind = string.sub(hdr, 1, 9)
 if vs == 'ours' and kind == tag then -- format 1
@@ -75,7 +80,7 @@ if vs == 'ours' and kind == tag then -- format 1
       if newest == t and #parts > 0 then parts[#parts] = nil end
       total, newest = total + n, t
       parts[#parts + 1] = struct.pack('<i8i8', t, total)
-      write('SET', key, tag2 .. struct.pack('<i8i8i8i8i8i8i8', total, HDR, HDR + 16 * #parts, oldest, newest, 0, 0)
+      write('SET', key, tag2 .. struct.pack('<i8i8i8i8i8i8i8i8', total, HDR, HDR + 16 * #parts, oldest, newest, 0, 0, 0)
         .. table.concat(parts), 'PX', ttl(t + window))
       count = total
     end
@@ -134,8 +139,13 @@ else
     return hi, s, c
   end
   if vs == 'ours' and kind == tag2 then
-    total, head, size, oldest, newest, base, moved = struct.unpack('<i8i8i8i8i8i8i8', hdr, 10)
-    if moved ~= 0 and (moved < HDR or moved > size or (moved - HDR) % 16 ~= 0) then return BAD end
+    total, head, size, oldest, newest, base, src, moved = struct.unpack('<i8i8i8i8i8i8i8i8', hdr, 10)
+    if moved == 0 then
+      if src ~= 0 then return BAD end
+    elseif src <= HDR or moved < src or moved > size or (src - HDR) % 16 ~= 0 or (moved - HDR) % 16 ~= 0
+      or HDR + moved - src > head then
+      return BAD
+    end
     t = math.max(now, newest)
     local cutoff = t - window
     if newest <= cutoff then -- every stamp has left the window
@@ -158,74 +168,64 @@ else
     if consume then
       -- Every read comes before the first write (AllowAll holds the writes).
       local px = ttl(t + window)
-      if head == size then -- nothing live: write afresh
-        local drop = moved ~= 0 and valueState(spare) == 'ours'
+      local entry = struct.pack('<i8i8', t, n)
+      if head == size and (kind ~= tag2 or len <= KEEP) then -- nothing live: write afresh
         total, head, size, oldest, newest = n, HDR, HDR + 16, t, t
-        write('SET', key, tag2 .. struct.pack('<i8i8i8i8i8i8i8i8i8', total, head, size, oldest, newest, 0, 0, t, n), 'PX', px)
-        if drop then write('DEL', spare) end
+        write('SET', key, tag2 .. struct.pack('<i8i8i8i8i8i8i8i8', total, head, size, oldest, newest, 0, 0, 0) .. entry, 'PX', px)
+      elseif head == size then -- nothing live in a large value: start over in place
+        total, head, size, oldest, newest = n, HDR, HDR + 16, t, t
+        write('SETRANGE', key, 9, struct.pack('<i8i8i8i8i8i8i8i8', total, head, size, oldest, newest, 0, 0, 0) .. entry)
+        write('PEXPIRE', key, px)
       else
-        local last = math.fmod(base + total + n, M) -- the new newest entry's running count
+        entry = struct.pack('<i8i8', t, math.fmod(base + total + n, M))
         local merge, sz0 = newest == t, size
         if not merge then size = size + 16 end
         newest, total = t, total + n
         local dead, live = head - HDR, size - head
-        local whole, copy, src0, slen, fresh = nil, nil, 0, HDR, false
-        if moved == 0 and dead >= 1024 and dead > live then
-          if live <= CH then -- few live entries: rewrite them now
+        local whole, copy, dst, fin = nil, nil, 0, false
+        -- Reclaim the pruned prefix once it outweighs the live entries by
+        -- what a move may add (an entry a call, for live / (CH - 16) + 2
+        -- calls), so that a move always finds room below head.
+        if moved == 0 and dead >= 1024 and dead > live + 16 * (math.floor(live / (CH - 16)) + 2) then
+          if live <= CH and len <= KEEP then -- few entries, a small value: write them afresh
             local keep = sz0 - 1
             if merge then keep = keep - 16 end
             whole = redis.call('GETRANGE', key, head, keep)
-          elseif valueState(spare) ~= 'bad' then -- start copying them to the spare
-            moved, src0, fresh = head, head, true
-          end
-        elseif moved ~= 0 then -- a copy is under way: the spare must hold what it copied
-          local sv, sh = valueState(spare)
-          if sv == 'ours' and string.sub(sh, 1, 9) == tag2 then
-            slen, src0 = struct.unpack('<i8', sh, 26), struct.unpack('<i8', sh, 58)
-          end
-          if src0 < HDR or src0 > moved or slen ~= HDR + moved - src0 then
-            moved = 0 -- it does not (evicted, or written over): start again later
+          else
+            src, moved = head, head
           end
         end
-        local fin = false
         if moved ~= 0 then
-          -- The entries before the end are final; the newest one is
-          -- written last, from its value here.
+          -- Copy entries moved.. down to HDR + moved - src, at most CH bytes
+          -- and never past head. The entries before e are final; the
+          -- newest one is written last, from its value here.
           local e = sz0
           if merge then e = sz0 - 16 end
-          local ce = math.min(moved + CH, e)
-          copy = ''
-          if ce > moved then copy = redis.call('GETRANGE', key, moved, ce - 1) end
-          if #copy ~= ce - moved then return BAD end
-          moved, slen, fin = ce, slen + #copy, ce == e
+          local ce = math.min(moved + CH, e, head - HDR + src)
+          dst = HDR + moved - src
+          if ce > moved then
+            copy = redis.call('GETRANGE', key, moved, ce - 1)
+            if #copy ~= ce - moved then return BAD end
+            moved = ce
+          end
+          fin = moved == e
         end
-        local entry = struct.pack('<i8i8', t, last)
         if whole then
-          write('SET', key, tag2 .. struct.pack('<i8i8i8i8i8i8i8', total, HDR, HDR + live, oldest, newest, base, 0)
+          write('SET', key, tag2 .. struct.pack('<i8i8i8i8i8i8i8i8', total, HDR, HDR + live, oldest, newest, base, 0, 0)
             .. whole .. entry, 'PX', px)
-        elseif fin then -- the spare holds every entry: it becomes the key
-          if fresh then write('SET', spare, tag2 .. struct.pack('<i8i8i8i8i8i8i8', 0, HDR, HDR, 0, 0, 0, src0)) end
-          write('APPEND', spare, copy .. entry)
-          write('SETRANGE', spare, 9, struct.pack('<i8i8i8i8i8i8i8', total, HDR + head - src0, HDR + size - src0, oldest, newest, base, 0))
-          write('PEXPIRE', spare, px)
-          write('RENAME', spare, key)
+        elseif fin then -- every entry is in place below: they become the log
+          write('SETRANGE', key, dst, (copy or '') .. entry)
+          write('SETRANGE', key, 9, struct.pack('<i8i8i8i8i8i8i8i8', total, HDR + head - src, HDR + size - src, oldest, newest, base, 0, 0))
+          write('PEXPIRE', key, px)
         else
+          if copy then write('SETRANGE', key, dst, copy) end
           if merge then
             write('SETRANGE', key, sz0 - 16, entry)
           else
-            write('APPEND', key, entry)
+            write('SETRANGE', key, sz0, entry)
           end
-          write('SETRANGE', key, 9, struct.pack('<i8i8i8i8i8i8i8', total, head, size, oldest, newest, base, moved))
+          write('SETRANGE', key, 9, struct.pack('<i8i8i8i8i8i8i8i8', total, head, size, oldest, newest, base, src, moved))
           write('PEXPIRE', key, px)
-          if moved ~= 0 then
-            if fresh then
-              write('SET', spare, tag2 .. struct.pack('<i8i8i8i8i8i8i8', 0, HDR, slen, 0, 0, 0, src0) .. copy, 'PX', px)
-            else
-              write('APPEND', spare, copy)
-              write('SETRANGE', spare, 25, struct.pack('<i8', slen))
-              write('PEXPIRE', spare, px)
-            end
-          end
         end
       end
       count = total

@@ -11,12 +11,12 @@ local EXACT = 9007199254740992 -- 2^53: no field of ours reaches it
 local function fits(x) return x >= 0 and x < EXACT end
 
 -- A sliding log's value is in format 2 (tag byte LOG2: running counts, a
--- 65-byte header; see sliding_log.lua) or in format 1 (tag byte 3: each
+-- 73-byte header, free space after its entries; see sliding_log.lua) or in format 1 (tag byte 3: each
 -- entry's own count, a 57-byte header), which nodes of the previous release
 -- write and which is still read.
 local LOG2, M = 131, 4503599627370496 -- M = 2^52: running counts are kept modulo M
 
--- wellFormed reports whether v, the first bytes (at most 65: the longest
+-- wellFormed reports whether v, the first bytes (at most 73: the longest
 -- header) of a string value of len bytes, could have been written by the
 -- scripts: a known algorithm, a window of at least 1 ms, the length the
 -- algorithm's state has (a sliding log's header agrees with it), and every
@@ -28,10 +28,10 @@ local function wellFormed(v, len)
   local w = struct.unpack('<i8', v, 2)
   if w < 1 or w >= EXACT then return false end
   if alg == LOG2 then
-    if len < 65 or #v < 65 then return false end
-    local total, head, size, oldest, newest, base, moved = struct.unpack('<i8i8i8i8i8i8i8', v, 10)
-    return size == len and head >= 65 and head <= size and (size - head) % 16 == 0
-      and fits(total) and fits(oldest) and fits(newest) and base >= 0 and base < M and fits(moved)
+    if len < 73 or #v < 73 then return false end
+    local total, head, size, oldest, newest, base, src, moved = struct.unpack('<i8i8i8i8i8i8i8i8', v, 10)
+    return size <= len and head >= 73 and head <= size and (size - head) % 16 == 0
+      and fits(total) and fits(oldest) and fits(newest) and base >= 0 and base < M and fits(src) and fits(moved)
   end
   if alg == 3 then
     if len < 57 or #v < 57 then return false end
@@ -51,13 +51,13 @@ end
 
 -- valueState is the key's type: 'none' (absent), 'ours' (a well-formed
 -- string) or 'bad' (anything else), and for 'ours' the value's first (at
--- most 65) bytes. It never reads past them, and a non-string key costs one
--- STRLEN that fails.
+-- most 73) bytes and its length. It never reads past them, and a
+-- non-string key costs one STRLEN that fails.
 local function valueState(k)
   local len = redis.pcall('STRLEN', k)
   if type(len) == 'table' then return 'bad', '' end -- WRONGTYPE: a hash, list, set, zset, ...
   if len == 0 then return 'none', '' end
-  local head = redis.call('GETRANGE', k, 0, 64)
-  if wellFormed(head, len) then return 'ours', head end
+  local head = redis.call('GETRANGE', k, 0, 72)
+  if wellFormed(head, len) then return 'ours', head, len end
   return 'bad', ''
 end
