@@ -55,6 +55,29 @@ func FuzzDecodeState(f *testing.F) {
 	})
 }
 
+// EncodeStateFormat1 writes what the previous release wrote (format1, from
+// that release's EncodeState), and DecodeState reads it back.
+func TestEncodeStateFormat1(t *testing.T) {
+	for _, s := range []remote.State{
+		{Algorithm: ringlimit.SlidingLog, Window: 100, Log: []remote.LogEntry{{Stamp: 10, Count: 2}, {Stamp: 11, Count: 1}, {Stamp: 90, Count: 7}}},
+		{Algorithm: ringlimit.SlidingLog, Window: 100},
+		{Algorithm: ringlimit.TokenBucket, Window: 1000, A: 5000, B: 1_700_000_000_000},
+	} {
+		v := remote.EncodeStateFormat1(s)
+		want := remote.EncodeState(s)
+		if s.Algorithm == ringlimit.SlidingLog {
+			want = format1(s)
+		}
+		if !bytes.Equal(v, want) {
+			t.Errorf("%+v: %x, want %x", s, v, want)
+		}
+		got, err := remote.DecodeState(v)
+		if err != nil || !reflect.DeepEqual(got, s) {
+			t.Errorf("%x decodes to %+v, %v; want %+v", v, got, err, s)
+		}
+	}
+}
+
 // format1 is s as the previous release stored a sliding log: a 57-byte
 // header (total, head, size, oldest, newest, newest's count), then each
 // entry's stamp and own count.

@@ -117,6 +117,36 @@ func EncodeState(s State) []byte {
 	return b
 }
 
+// EncodeStateFormat1 is EncodeState, but for a sliding log the previous
+// release's value (format 1: a 57-byte header total, head, size, oldest,
+// newest, newest's count, then Stamp, Count per entry), which that
+// release's DecodeState and scripts read. It is for states sent where that
+// release may still read them (a node's hand-off to a peer during a rolling
+// upgrade); DecodeState and the scripts read it too, and the scripts
+// rewrite it in format 2 when they next admit hits.
+func EncodeStateFormat1(s State) []byte {
+	if s.Algorithm != ringlimit.SlidingLog {
+		return EncodeState(s)
+	}
+	le := binary.LittleEndian
+	b := make([]byte, 0, logHeader1Len+16*len(s.Log))
+	b = append(b, tag(s.Algorithm, s.Window)...)
+	var total, oldest, newest, ncount int64
+	for _, e := range s.Log {
+		total += e.Count
+	}
+	if n := len(s.Log); n > 0 {
+		oldest, newest, ncount = s.Log[0].Stamp, s.Log[n-1].Stamp, s.Log[n-1].Count
+	}
+	for _, v := range [...]int64{total, logHeader1Len, int64(logHeader1Len + 16*len(s.Log)), oldest, newest, ncount} {
+		b = le.AppendUint64(b, uint64(v))
+	}
+	for _, e := range s.Log {
+		b = le.AppendUint64(le.AppendUint64(b, uint64(e.Stamp)), uint64(e.Count))
+	}
+	return b
+}
+
 const (
 	// logFormat2 is the first byte of a sliding log value in format 2
 	// (running counts); format 1 (each entry's own count, the previous
