@@ -114,17 +114,20 @@ else
   end
   -- first returns the offset, stamp and running count of the first entry
   -- in (lo, hi] (offsets of entries) for which ok holds, given that it
-  -- holds at hi and not at lo (ok is monotone along a log we wrote); nil
-  -- for a value that contradicts that. It reads the PROBE entries after lo
-  -- in one piece (most calls prune a few), then halves the rest: at most
-  -- log2 of the entries reads, whatever the value holds.
+  -- holds at hi and not at lo (ok is monotone along a log we wrote), and
+  -- the running count of the entry before it if it read it; nil for a
+  -- value that contradicts that. It reads the PROBE entries after lo in one
+  -- piece (most calls prune a few), then halves the rest: at most log2 of
+  -- the entries reads, whatever the value holds.
   local function first(lo, hi, ok)
     local e = redis.call('GETRANGE', key, lo + 16, math.min(hi, lo + 16 * PROBE) + 15)
     if #e == 0 or #e % 16 ~= 0 then return nil end
+    local lc
     for q = 1, #e, 16 do
       local s, c = struct.unpack('<i8i8', e, q)
       if not fits(s) or c < 0 or c >= M then return nil end
-      if ok(s, c) then return lo + q + 15, s, c end
+      if ok(s, c) then return lo + q + 15, s, c, lc end
+      lc = c
     end
     lo = lo + #e
     if lo >= hi then return nil end
@@ -134,9 +137,9 @@ else
       local mid = lo + 16 * math.floor((hi - lo) / 32)
       local ms, mc = at(mid)
       if not ms then return nil end
-      if ok(ms, mc) then hi, s, c = mid, ms, mc else lo = mid end
+      if ok(ms, mc) then hi, s, c = mid, ms, mc else lo, lc = mid, mc end
     end
-    return hi, s, c
+    return hi, s, c, lc
   end
   if vs == 'ours' and kind == tag2 then
     total, head, size, oldest, newest, base, src, moved = struct.unpack('<i8i8i8i8i8i8i8i8', hdr, 10)
@@ -151,10 +154,9 @@ else
     if newest <= cutoff then -- every stamp has left the window
       total, head = 0, size
     elseif oldest <= cutoff then -- the first stamp after the cutoff is the new head
-      local j, s = first(head, size - 16, function(s) return s > cutoff end)
-      if not j then return BAD end
-      local _, c = at(j - 16)
-      if not c then return BAD end
+      -- (Searched from the entry at head on, so the one before it is read.)
+      local j, s, _, c = first(head - 16, size - 16, function(s) return s > cutoff end)
+      if not j or j == head then return BAD end -- head's stamp is oldest, at or before the cutoff
       local left = math.fmod(base + total, M) - c -- the running count at the end, less c
       if left < 0 then left = left + M end
       if left > total then return BAD end
