@@ -68,10 +68,9 @@
 // TestSlidingLogCompactionNeverBlocks), where walking the log took 0.2–1 s.
 // No call shrinks a value of more than 1 MiB (freeing it would hold the
 // server): its free space takes the next entries, and it goes when its TTL
-// ends. What remains is the allocator's: a value that grows past its
-// allocation is reallocated, in 1 MiB steps past 1 MiB, and a realloc that
-// cannot grow in place copies it (a few ms at 16 MB here, once per 65,536
-// admitted calls at distinct ms while the log grows). A sliding log of the previous release (tag byte 3, "format 1":
+// ends. A value that grows past its allocation is reallocated, in 1 MiB
+// steps past 1 MiB (appending 16 bytes at a time to a 16 MB string took at
+// most 0.2 ms here, reallocations included). A sliding log of the previous release (tag byte 3, "format 1":
 // each entry's own count, a 57-byte header) is still read, as that release
 // read it, and the first call that admits rewrites it in format 2 (see
 // EncodeStateFormat1).
