@@ -194,3 +194,71 @@ func TestSlidingLogFormat1(t *testing.T) {
 		}
 	}
 }
+
+// AllowAll's script holds a log's writes until every rule has decided, the
+// writes of a move among them: two sliding logs on one key, against local,
+// with the scripts tuned so that most compactions move entries down over
+// many calls (as in TestSlidingLogLong). After every call both stored
+// values decode, and moves happen at both indexes.
+func TestSlidingLogAllowAllMoves(t *testing.T) {
+	_, c := server(t)
+	ctx := context.Background()
+	clk := testclock.New(time.Date(2026, 7, 8, 9, 10, 11, 0, time.UTC))
+	loc := local.New(local.Config{Clock: clk})
+	rem := remote.New(c, remote.Config{Clock: clk, Prefix: "allmoves:"})
+	remote.SetLogTuning(rem, 3600_000, 2, 64)
+	rules := []ringlimit.Rule{
+		{Algorithm: ringlimit.SlidingLog, Limit: 300, Window: 400 * time.Millisecond},
+		{Algorithm: ringlimit.SlidingLog, Limit: 200, Window: 250 * time.Millisecond},
+	}
+	rng := rand.New(rand.NewPCG(8, 8))
+	var moving [2]int
+	var admitted, denied int
+	for i := range 4000 {
+		clk.Advance(time.Duration(rng.IntN(3)) * time.Millisecond)
+		var n int64
+		switch x := rng.IntN(100); {
+		case x < 5:
+			n = 0
+		case x < 10:
+			n = 20 + rng.Int64N(150)
+		default:
+			n = 1 + rng.Int64N(2)
+		}
+		dl, el := loc.AllowAll(ctx, "k", rules, n)
+		dr, er := rem.AllowAll(ctx, "k", rules, n)
+		if el != nil || er != nil {
+			t.Fatalf("step %d: %v %v", i, el, er)
+		}
+		for j := range dl {
+			dr[j].Source = dl[j].Source
+			if dl[j] != dr[j] {
+				t.Fatalf("step %d n=%d rule %d:\nlocal  %+v\nremote %+v", i, n, j, dl[j], dr[j])
+			}
+		}
+		if dl[0].Allowed && dl[1].Allowed && n > 0 {
+			admitted++
+		} else if !dl[0].Allowed || !dl[1].Allowed {
+			denied++
+		}
+		for j := range rules {
+			raw, err := c.Do(ctx, c.B().Get().Key(rem.IndexKey("k", j)).Build()).AsBytes()
+			if valkey.IsValkeyNil(err) {
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := remote.DecodeState(raw); err != nil {
+				t.Fatalf("step %d, index %d: %v", i, j, err)
+			}
+			if binary.LittleEndian.Uint64(raw[57:]) != 0 {
+				moving[j]++
+			}
+		}
+	}
+	t.Logf("%d admitted, %d denied, calls ended mid-move at each index: %v", admitted, denied, moving)
+	if moving[0] < 50 || moving[1] < 50 || denied < 100 {
+		t.Errorf("too tame: %d denied, %v calls mid-move", denied, moving)
+	}
+}
