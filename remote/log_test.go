@@ -3,6 +3,7 @@ package remote_test
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -260,5 +261,61 @@ func TestSlidingLogAllowAllMoves(t *testing.T) {
 	t.Logf("%d admitted, %d denied, calls ended mid-move at each index: %v", admitted, denied, moving)
 	if moving[0] < 50 || moving[1] < 50 || denied < 100 {
 		t.Errorf("too tame: %d denied, %v calls mid-move", denied, moving)
+	}
+}
+
+// Running counts are kept modulo 2^52, and a log whose counts wrap past it
+// decides as any other: a log written by hand with base 2^52-5 and three
+// entries of 3, 4 and 2 hits (running counts 2^52-2, 2, 4).
+func TestSlidingLogRunningCountsWrap(t *testing.T) {
+	_, c := server(t)
+	ctx := context.Background()
+	le := binary.LittleEndian
+	const m = 1 << 52
+	at := time.Date(2026, 7, 8, 9, 10, 11, 0, time.UTC)
+	clk := testclock.New(at)
+	rem := remote.New(c, remote.Config{Clock: clk, Prefix: "wrap:"})
+	rule := ringlimit.Rule{Algorithm: ringlimit.SlidingLog, Limit: 10, Window: 100 * time.Millisecond}
+	now := at.UnixMilli()
+	v := le.AppendUint64([]byte{131}, 100)
+	for _, x := range []int64{9, 73, 73 + 3*16, now - 50, now - 10, m - 5, 0, 0, now - 50, m - 2, now - 30, 2, now - 10, 4} {
+		v = le.AppendUint64(v, uint64(x))
+	}
+	want := []remote.LogEntry{{Stamp: now - 50, Count: 3}, {Stamp: now - 30, Count: 4}, {Stamp: now - 10, Count: 2}}
+	if st, err := remote.DecodeState(v); err != nil || fmt.Sprint(st.Log) != fmt.Sprint(want) {
+		t.Fatalf("DecodeState: %+v %v; want %v", st, err, want)
+	}
+	if err := c.Do(ctx, c.B().Set().Key(rem.Key("k")).Value(string(v)).Px(time.Minute).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		at        int64 // ms after now
+		n         int64
+		allowed   bool
+		remaining int64
+		retry     time.Duration
+	}{
+		{0, 2, false, 1, 50 * time.Millisecond}, // the first 3 hits must leave: at now-50+100
+		{55, 0, true, 4, 0},                     // they have: 6 left in the log
+		{55, 4, true, 0, 0},
+		{56, 1, false, 0, 14 * time.Millisecond}, // the first of now-30: at now+70
+	}
+	for _, s := range steps {
+		clk.Set(time.UnixMilli(now + s.at))
+		d, err := rem.AllowN(ctx, "k", rule, s.n)
+		if err != nil || d.Allowed != s.allowed || d.Remaining != s.remaining || d.RetryAfter != s.retry {
+			t.Fatalf("at +%d ms, n %d: %+v %v; want allowed %v, %d left, retry %v", s.at, s.n, d, err, s.allowed, s.remaining, s.retry)
+		}
+	}
+	raw, err := c.Do(ctx, c.B().Get().Key(rem.Key("k")).Build()).AsBytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = []remote.LogEntry{{Stamp: now - 30, Count: 4}, {Stamp: now - 10, Count: 2}, {Stamp: now + 55, Count: 4}}
+	if st, err := remote.DecodeState(raw); err != nil || fmt.Sprint(st.Log) != fmt.Sprint(want) {
+		t.Fatalf("stored %+v %v; want %v", st, err, want)
+	}
+	if got := le.Uint64(raw[9+8*5:]); got != m-2 { // base: the running count before the new head
+		t.Fatalf("base %d, want 2^52-2", got)
 	}
 }
