@@ -25,7 +25,7 @@ const callTimeout = 250 * time.Millisecond
 // made at to read (and prune) the stored value, and the value itself as the
 // scripts stored it after a run of calls. The sliding log's has a pruned
 // prefix (head past the header) and live entries on both sides of the cutoff.
-func realValues(t *testing.T, c valkey.Client) map[ringlimit.Algorithm]struct {
+func realValues(t testing.TB, c valkey.Client) map[ringlimit.Algorithm]struct {
 	rule  ringlimit.Rule
 	at    time.Time
 	value string
@@ -159,7 +159,7 @@ func mutations(v string, rng *rand.Rand) map[string]string {
 // movingLog returns a sliding log value that the scripts (tuned to move 64
 // bytes a call) left in the middle of a move: src and moved set, some
 // entries already copied down to the header.
-func movingLog(t *testing.T, c valkey.Client) struct {
+func movingLog(t testing.TB, c valkey.Client) struct {
 	rule  ringlimit.Rule
 	at    time.Time
 	value string
@@ -419,4 +419,54 @@ func TestSlidingLogBadMoves(t *testing.T) {
 	if _, err := remote.DecodeState(v); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// FuzzSlidingLogValue stores any bytes under a sliding log's key and makes
+// a peek, a call and a call of Limit hits on it, through the scripts as
+// shipped and tuned (2 entries read in one piece, 64 bytes moved a call):
+// each returns within callTimeout with a decision or ErrBadValue, a value
+// answered with ErrBadValue is left as it was, and another client's PING is
+// answered after each. The seeds are real values: format 2, format 2 in the
+// middle of a move, and format 1.
+func FuzzSlidingLogValue(f *testing.F) {
+	srv, c := server(f)
+	pinger := dial(f, srv.Addr())
+	ctx := context.Background()
+	real := realValues(f, c)[ringlimit.SlidingLog]
+	f.Add(real.value, false)
+	if st, err := remote.DecodeState([]byte(real.value)); err == nil {
+		f.Add(string(format1(st)), false)
+	}
+	moving := movingLog(f, c)
+	f.Add(moving.value, true)
+	at := real.at
+	f.Fuzz(func(t *testing.T, v string, tuned bool) {
+		l := remote.New(c, remote.Config{Clock: testclock.New(at), Prefix: "fuzz:"})
+		if tuned {
+			remote.SetLogTuning(l, 0, 2, 64)
+		}
+		for _, n := range []int64{0, 1, real.rule.Limit} {
+			if err := c.Do(ctx, c.B().Set().Key(l.Key("k")).Value(v).Build()).Error(); err != nil {
+				t.Fatal(err)
+			}
+			cctx, cancel := context.WithTimeout(ctx, callTimeout)
+			_, err := l.AllowN(cctx, "k", real.rule, n)
+			cancel()
+			pctx, pcancel := context.WithTimeout(ctx, callTimeout)
+			perr := pinger.Do(pctx, pinger.B().Ping().Build()).Error()
+			pcancel()
+			if perr != nil {
+				t.Fatalf("n %d: the server does not answer PING: %v (call: %v)", n, perr, err)
+			}
+			switch {
+			case err == nil:
+			case errors.Is(err, remote.ErrBadValue):
+				if got, _ := c.Do(ctx, c.B().Get().Key(l.Key("k")).Build()).ToString(); got != v {
+					t.Fatalf("n %d: a bad value was overwritten", n)
+				}
+			default:
+				t.Fatalf("n %d: %v; want a decision or ErrBadValue", n, err)
+			}
+		}
+	})
 }
