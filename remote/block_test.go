@@ -112,6 +112,7 @@ func TestSlidingLogNeverBlocks(t *testing.T) {
 		}
 	}
 	second := ringlimit.Rule{Algorithm: ringlimit.SlidingLog, Limit: blockLimit, Window: time.Hour + time.Millisecond}
+	bucket := ringlimit.Rule{Algorithm: ringlimit.TokenBucket, Limit: blockLimit, Window: time.Hour}
 	fullSecond := logOf(second.Window, now-blockLimit+1, now)
 	cases := []struct {
 		name  string
@@ -140,6 +141,21 @@ func TestSlidingLogNeverBlocks(t *testing.T) {
 			},
 			func(ds []ringlimit.Decision) bool {
 				return !ds[0].Allowed && !ds[1].Allowed && ds[1].RetryAfter == second.Window
+			}},
+		// A rule of another algorithm on the key (as the demo's API lets a
+		// caller choose) starts it afresh: its peek must not read the log.
+		{"Peek under another algorithm, full log", func() { set(l.Key("k"), full) },
+			func() ([]ringlimit.Decision, error) {
+				d, err := l.Peek(ctx, "k", bucket)
+				return []ringlimit.Decision{d}, err
+			},
+			func(ds []ringlimit.Decision) bool { return ds[0].Allowed && ds[0].Remaining == bucket.Limit }},
+		{"AllowAll peek, a full log under another algorithm", func() { set(l.IndexKey("k", 0), full); set(l.IndexKey("k", 1), full) },
+			func() ([]ringlimit.Decision, error) {
+				return l.AllowAll(ctx, "k", []ringlimit.Rule{rule, bucket}, 0)
+			},
+			func(ds []ringlimit.Decision) bool {
+				return !ds[0].Allowed && ds[1].Allowed && ds[1].Remaining == bucket.Limit
 			}},
 		{"Peek, 995,000 stale entries", func() { set(l.Key("k"), stale) },
 			func() ([]ringlimit.Decision, error) {

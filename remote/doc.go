@@ -51,7 +51,9 @@
 //	                          then (stamp ms, running count) per distinct ms,
 //	                          oldest first, then free space
 //
-// The buckets and windows are read with GET and written with SET … PX. A
+// The buckets and windows are read with one GETRANGE of at most 73 bytes
+// (so a call under another algorithm never copies a long log found under
+// the key; an empty string reads as absent) and written with SET … PX. A
 // sliding log (tag byte 131, "format 2") keeps in each entry the hits up to
 // it, so no call walks it, whatever its length: a call reads its 73-byte
 // header with GETRANGE, finds the first stamp in the window and, if it

@@ -61,3 +61,19 @@ local function valueState(k)
   if wellFormed(head, len) then return 'ours', head, len end
   return 'bad', ''
 end
+
+-- headOf reads a key that a bucket or a window decides on: nil if it is
+-- absent (or an empty string, as for valueState), false if it holds
+-- something we did not write, else its value (at most 73 bytes: a sliding
+-- log's header, when a log is there). One GETRANGE, which a hash, list,
+-- set or zset fails as GET does, and a STRLEN only for a longer value: a
+-- call never copies a long log into Lua (issue 28).
+local function headOf(k)
+  local v = redis.pcall('GETRANGE', k, 0, 72)
+  if type(v) == 'table' then return false end -- WRONGTYPE: a hash, list, set, zset, ...
+  if v == '' then return nil end
+  local len = #v
+  if len == 73 then len = redis.call('STRLEN', k) end
+  if not wellFormed(v, len) then return false end
+  return v
+end
