@@ -62,19 +62,21 @@
 // entries), and writes one entry in place with SETRANGE and PEXPIRE. Once
 // its pruned prefix outweighs its live entries, they are moved down to the
 // header in the value itself, at most 64 KiB a call, never over an entry
-// still live (a value of at most 1 MiB with at most 64 KiB of them is
+// still live (a value of at most 4 MiB with at most 64 KiB of them is
 // written afresh instead). So no call holds the server for long: at the
 // largest Limit, 1,000,000, with a full log, a denied AllowN(1,000,000),
 // a call that prunes 995,000 stamps and each call of the compaction take
 // 0.1–0.5 ms of server time (TestSlidingLogNeverBlocks,
 // TestSlidingLogCompactionNeverBlocks), where walking the log took 0.2–1 s.
-// No call shrinks a value of more than 1 MiB (freeing it would hold the
-// server): its free space takes the next entries, and it goes when its TTL
-// ends. A value that grows past its allocation is reallocated, in 1 MiB
-// steps past 1 MiB (appending 16 bytes at a time to a 16 MB string took at
-// most 0.2 ms here, reallocations included). A sliding log of the previous release (tag byte 3, "format 1":
-// each entry's own count, a 57-byte header) is still read, as that release
-// read it, and the first call that admits rewrites it in format 2 (see
+// No call shrinks a value of more than 4 MiB (freeing it would hold the
+// server: here a free of up to 4 MiB took at most 17 µs, one of 16 MiB
+// 2.5–6.4 ms): its free space takes the next entries, and it goes when its
+// TTL ends (or is written over). A value that grows past its allocation is
+// reallocated, in 1 MiB steps past 1 MiB (appending 16 bytes at a time to a
+// 16 MB string took at most 0.2 ms here, reallocations included). A
+// sliding log of the previous release (tag byte 3, "format 1": each
+// entry's own count, a 57-byte header) is still read, as that release read
+// it, and the first call that admits rewrites it in format 2 (see
 // EncodeStateFormat1).
 //
 // A bucket's level counts in 1/Window-ms of a hit and drains Limit units per
@@ -141,6 +143,6 @@
 // as a minimal GCRA script (TIME, GET, SET … PX); see BenchmarkDecide. A
 // sliding log holds 16 bytes per distinct millisecond (at most Limit of them,
 // plus a pruned prefix at most as large and an entry for each call a
-// compaction takes, and in a value past 1 MiB the free space a compaction
+// compaction takes, and in a value past 4 MiB the free space a compaction
 // left); the other algorithms store 25 or 33 bytes.
 package remote

@@ -319,3 +319,48 @@ func TestSlidingLogRunningCountsWrap(t *testing.T) {
 		t.Fatalf("base %d, want 2^52-2", got)
 	}
 }
+
+// A log whose every stamp has left the window starts over: a value of at
+// most 4 MiB is written afresh (a free that small is cheap), a larger one
+// in place, keeping its length (freeing it held the server for ms), and
+// both then decide and decode as a fresh log.
+func TestSlidingLogStartsOverInPlace(t *testing.T) {
+	_, c := server(t)
+	ctx := context.Background()
+	at := time.Date(2026, 7, 8, 9, 10, 11, 0, time.UTC)
+	rule := ringlimit.Rule{Algorithm: ringlimit.SlidingLog, Limit: 1_000_000, Window: time.Second}
+	now := at.UnixMilli()
+	for _, tc := range []struct {
+		entries int64
+		inPlace bool
+	}{{1000, false}, {300_000, true}} { // 16 KB and 4.8 MB
+		clk := testclock.New(at)
+		rem := remote.New(c, remote.Config{Clock: clk, Prefix: "over:"})
+		v := logOf(rule.Window, now-2000-tc.entries, now-2001)
+		if err := c.Do(ctx, c.B().Set().Key(rem.Key("k")).Value(v).Px(time.Minute).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+		if d, err := rem.AllowN(ctx, "k", rule, 3); err != nil || !d.Allowed || d.Remaining != rule.Limit-3 {
+			t.Fatalf("%d entries: %+v %v", tc.entries, d, err)
+		}
+		raw, err := c.Do(ctx, c.B().Get().Key(rem.Key("k")).Build()).AsBytes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 73 + 16
+		if tc.inPlace {
+			want = len(v)
+		}
+		st, err := remote.DecodeState(raw)
+		if err != nil || len(raw) != want || len(st.Log) != 1 || st.Log[0] != (remote.LogEntry{Stamp: now, Count: 3}) {
+			t.Fatalf("%d entries: %d bytes (want %d), %+v %v", tc.entries, len(raw), want, st.Log, err)
+		}
+		if pttl, _ := c.Do(ctx, c.B().Pttl().Key(rem.Key("k")).Build()).AsInt64(); pttl <= 0 {
+			t.Fatalf("%d entries: TTL %d", tc.entries, pttl)
+		}
+		clk.Advance(time.Millisecond)
+		if d, err := rem.AllowN(ctx, "k", rule, 2); err != nil || !d.Allowed || d.Remaining != rule.Limit-5 {
+			t.Fatalf("%d entries, then: %+v %v", tc.entries, d, err)
+		}
+	}
+}

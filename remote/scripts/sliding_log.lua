@@ -19,15 +19,15 @@
 -- at most CH bytes is written afresh; any other moves its live entries down
 -- to the header in place, at most CH bytes a call, never over an entry not
 -- yet pruned: entries src to moved have been copied to the header's end. So
--- no call allocates or frees more than KEEP bytes (a large value keeps its
--- length, and grows only when its entries reach its end); it goes when its
--- TTL ends.
+-- no call frees more than KEEP bytes (a free of a larger one held the
+-- server for ms): a large value keeps its length, and grows only when its
+-- entries reach its end; it goes when its TTL ends.
 --
 -- A format 1 value (tag byte 3, written by the previous release: each
 -- entry's own count, and a 57-byte header total | head | size | oldest |
 -- newest | newest's count) is read as that release read it, walking its
 -- entries, and the first call that admits hits rewrites it in format 2.
-local HDR, PROBE, CH, KEEP = 73, 32, 65536, 1048576
+local HDR, PROBE, CH, KEEP = 73, 32, 65536, 4194304
 local tag2 = string.char(LOG2) .. string.sub(tag, 2)
 local t, count, allowed, retry = now, 0, 0, 0
 local total, head, size, oldest, newest, base, src, moved = 0, HDR, HDR, 0, 0, 0, 0, 0
