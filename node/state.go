@@ -15,9 +15,11 @@ import (
 // (the key's states at other indexes, see local.Limiter.Take), each as one
 // record:
 //
-//	until (ms) | index << 56 (u64 little-endian) | value length u32 (little-endian) | remote.EncodeState
+//	until (ms) | index << 56 (u64 little-endian) | value length u32 (little-endian) | remote.EncodeStateFormat1
 //
-// until is below 2^53, so the top byte is free for the index.
+// until is below 2^53, so the top byte is free for the index. A sliding log
+// goes in format 1, which a peer of the previous release decodes too (the
+// store's format 2 it would drop); decodeState takes both.
 func encodeState(s ringlimit.State) []byte {
 	b := appendState(nil, s)
 	for _, m := range s.More {
@@ -27,7 +29,7 @@ func encodeState(s ringlimit.State) []byte {
 }
 
 func appendState(b []byte, s ringlimit.State) []byte {
-	v := remote.EncodeState(s)
+	v := remote.EncodeStateFormat1(s)
 	b = binary.LittleEndian.AppendUint64(b, uint64(s.Until)&(1<<56-1)|uint64(s.Index)<<56)
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(v)))
 	return append(b, v...)

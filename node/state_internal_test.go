@@ -47,3 +47,19 @@ func FuzzDecodeState(f *testing.F) {
 		}
 	})
 }
+
+// A sliding log crosses the wire in format 1 (its value starts with the
+// algorithm's byte, 3), which a peer of the previous release decodes; it
+// would drop the store's format 2 (byte 131) with a warning, and start the
+// key afresh.
+func TestEncodeStateLogFormat1(t *testing.T) {
+	s := ringlimit.State{Algorithm: ringlimit.SlidingLog, Window: 1000, Until: 7,
+		Log: []ringlimit.LogEntry{{Stamp: 5, Count: 2}, {Stamp: 6, Count: 1}}}
+	b := encodeState(s)
+	if b[12] != byte(ringlimit.SlidingLog) {
+		t.Fatalf("the log's value starts with byte %d, want %d (format 1)", b[12], ringlimit.SlidingLog)
+	}
+	if got, err := decodeState(b); err != nil || !reflect.DeepEqual(got, s) {
+		t.Fatalf("decoded %+v, %v; want %+v", got, err, s)
+	}
+}

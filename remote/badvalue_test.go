@@ -25,7 +25,7 @@ const callTimeout = 250 * time.Millisecond
 // made at to read (and prune) the stored value, and the value itself as the
 // scripts stored it after a run of calls. The sliding log's has a pruned
 // prefix (head past the header) and live entries on both sides of the cutoff.
-func realValues(t *testing.T, c valkey.Client) map[ringlimit.Algorithm]struct {
+func realValues(t testing.TB, c valkey.Client) map[ringlimit.Algorithm]struct {
 	rule  ringlimit.Rule
 	at    time.Time
 	value string
@@ -58,7 +58,7 @@ func realValues(t *testing.T, c valkey.Client) map[ringlimit.Algorithm]struct {
 			value string
 		}{rule, clk.Now().Add(50 * time.Millisecond), v}
 	}
-	if log := out[ringlimit.SlidingLog].value; binary.LittleEndian.Uint64([]byte(log[17:])) == 57 {
+	if log := out[ringlimit.SlidingLog].value; binary.LittleEndian.Uint64([]byte(log[17:])) == 73 {
 		t.Fatal("the sliding log has no pruned prefix: the test would miss that path")
 	}
 	return out
@@ -77,7 +77,7 @@ func mutations(v string, rng *rand.Rand) map[string]string {
 		b[bit/8] ^= 1 << (bit % 8)
 		out[fmt.Sprintf("bit %d flipped", bit)] = string(b)
 	}
-	for bit := range min(len(v), 57) * 8 {
+	for bit := range min(len(v), 73) * 8 {
 		flip(bit)
 	}
 	for range 200 {
@@ -111,20 +111,84 @@ func mutations(v string, rng *rand.Rand) map[string]string {
 		field("total zero", 9, 0)
 		field("newest in the future", 41, 1<<52)
 		field("negative total", 9, 1<<63)
+		hdr := 57
+		if v[0] == 131 { // format 2: base, src and moved follow
+			hdr = 73
+			field("base 2^52", 49, 1<<52)
+			field("base huge", 49, 1<<62)
+			field("src without moved", 57, head)
+			field("moved without src", 65, head)
+			field("moved past the end", 65, size+16)
+			field("moved huge", 65, 1<<62)
+			b := []byte(v)
+			le.PutUint64(b[57:], head)
+			le.PutUint64(b[65:], size)
+			out["a move that would write over live entries"] = string(b)
+			b = []byte(v)
+			le.PutUint64(b[57:], 73)
+			le.PutUint64(b[65:], 73)
+			out["a move from the header"] = string(b)
+			b = []byte(v)
+			le.PutUint64(b[25:], size-16)
+			out["size short of the length (free space)"] = string(b)
+			b = []byte(v)
+			le.PutUint64(b[25:], size+4096)
+			out["size past free space"] = string(b) + string(make([]byte, 16))
+		}
 		// Length-inflated: many entries that all left the window, under a
 		// header that says the newest is still in it.
-		b := []byte(v[:57])
+		b := []byte(v[:hdr])
 		for i := range 4096 {
 			b = le.AppendUint64(b, uint64(i+1))
-			b = le.AppendUint64(b, 1)
+			b = le.AppendUint64(b, uint64(i+1)) // a running count in format 2
+		}
+		if hdr == 57 {
+			for i := range 4096 {
+				le.PutUint64(b[hdr+16*i+8:], 1)
+			}
 		}
 		le.PutUint64(b[25:], uint64(len(b)))
-		le.PutUint64(b[17:], 57)
+		le.PutUint64(b[17:], uint64(hdr))
 		out["4096 stale entries, live newest"] = string(b)
 	}
 	out["window zero"] = v[:1] + string(make([]byte, 8)) + v[9:]
 	out["unknown algorithm"] = "\x09" + v[1:]
 	return out
+}
+
+// movingLog returns a sliding log value that the scripts (tuned to move 64
+// bytes a call) left in the middle of a move: src and moved set, some
+// entries already copied down to the header.
+func movingLog(t testing.TB, c valkey.Client) struct {
+	rule  ringlimit.Rule
+	at    time.Time
+	value string
+} {
+	t.Helper()
+	ctx := context.Background()
+	clk := testclock.New(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
+	l := remote.New(c, remote.Config{Clock: clk, Prefix: "moving:"})
+	remote.SetLogTuning(l, 3600_000, 2, 64)
+	rule := ringlimit.Rule{Algorithm: ringlimit.SlidingLog, Limit: 1000, Window: 100 * time.Millisecond}
+	for i := range 2000 {
+		clk.Advance(time.Millisecond)
+		if _, err := l.AllowN(ctx, "k", rule, 1+int64(i%2)); err != nil {
+			t.Fatal(err)
+		}
+		v, err := c.Do(ctx, c.B().Get().Key(l.Key("k")).Build()).ToString()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i > 500 && binary.LittleEndian.Uint64([]byte(v[65:])) != 0 {
+			return struct {
+				rule  ringlimit.Rule
+				at    time.Time
+				value string
+			}{rule, clk.Now().Add(time.Millisecond), v}
+		}
+	}
+	t.Fatal("no call left the log mid-move")
+	panic("unreachable")
 }
 
 func bytesOf(n int, b byte) []byte {
@@ -148,10 +212,35 @@ func TestCorruptValuesTerminate(t *testing.T) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(14, 2))
 	values := realValues(t, c)
+	type realValue struct {
+		name  string
+		rule  ringlimit.Rule
+		at    time.Time
+		value string
+		tuned bool // the scripts move 64 bytes a call (SetLogTuning)
+	}
+	var reals []realValue
 	for _, alg := range algorithms {
-		real := values[alg]
+		v := values[alg]
+		reals = append(reals, realValue{alg.String(), v.rule, v.at, v.value, false})
+	}
+	// The log as the previous release stored it (format 1), and a log in
+	// the middle of a move.
+	logv := values[ringlimit.SlidingLog]
+	st, err := remote.DecodeState([]byte(logv.value))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reals = append(reals, realValue{"sliding_log format 1", logv.rule, logv.at, string(format1(st)), false})
+	moving := movingLog(t, c)
+	reals = append(reals, realValue{"sliding_log mid-move", moving.rule, moving.at, moving.value, true})
+	for _, real := range reals {
+		alg := real.name
 		clk := testclock.New(real.at)
 		l := remote.New(c, remote.Config{Clock: clk, Prefix: "corrupt:"})
+		if real.tuned {
+			remote.SetLogTuning(l, 0, 2, 64)
+		}
 		key := l.Key("k")
 		var decided, bad int
 		for name, v := range mutations(real.value, rng) {
@@ -264,4 +353,120 @@ func TestForeignValuesAreLeftAlone(t *testing.T) {
 	if n, _ := c.Do(ctx, b.Exists().Key(l.Key("ours")).Build()).AsInt64(); n != 0 {
 		t.Fatal("Reset left our key")
 	}
+}
+
+// A format 2 log's move fields are checked before anything is read or
+// written by them: each header below, on a real log in the middle of a move,
+// is answered with ErrBadValue by a call and a peek, and left as it is.
+func TestSlidingLogBadMoves(t *testing.T) {
+	_, c := server(t)
+	ctx := context.Background()
+	real := movingLog(t, c)
+	le := binary.LittleEndian
+	v := []byte(real.value)
+	size := le.Uint64(v[25:])
+	src, moved := le.Uint64(v[57:]), le.Uint64(v[65:])
+	if src == 0 || moved <= src {
+		t.Fatalf("not mid-move: src %d, moved %d", src, moved)
+	}
+	with := func(fields ...uint64) string { // offset, value, ...
+		b := []byte(real.value)
+		for i := 0; i < len(fields); i += 2 {
+			le.PutUint64(b[fields[i]:], fields[i+1])
+		}
+		return string(b)
+	}
+	bad := map[string]string{
+		"src without moved":             with(65, 0),
+		"moved without src":             with(57, 0),
+		"src at the header":             with(57, 73, 65, 73+moved-src),
+		"moved before src":              with(65, src-16),
+		"moved past size":               with(65, size+16),
+		"src misaligned":                with(57, src+1),
+		"moved misaligned":              with(65, moved+1),
+		"a copy past head":              with(17, 73+moved-src-16),
+		"base at 2^52":                  with(49, 1<<52),
+		"size past the value's length":  with(25, uint64(len(v))+16),
+		"head inside the header":        with(17, 57),
+		"moved far past the end (2^62)": with(65, 1<<62),
+	}
+	clk := testclock.New(real.at)
+	l := remote.New(c, remote.Config{Clock: clk, Prefix: "badmove:"})
+	remote.SetLogTuning(l, 0, 2, 64)
+	for name, b := range bad {
+		if err := c.Do(ctx, c.B().Set().Key(l.Key("k")).Value(b).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []int64{1, 0} {
+			if _, err := l.AllowN(ctx, "k", real.rule, n); !errors.Is(err, remote.ErrBadValue) {
+				t.Errorf("%s, n %d: %v, want ErrBadValue", name, n, err)
+			}
+		}
+		if got, _ := c.Do(ctx, c.B().Get().Key(l.Key("k")).Build()).ToString(); got != b {
+			t.Errorf("%s: the value was changed", name)
+		}
+		if _, err := remote.DecodeState([]byte(b)); !errors.Is(err, remote.ErrBadState) {
+			t.Errorf("%s: DecodeState: %v, want ErrBadState", name, err)
+		}
+	}
+	// The real value itself is decided on, and decodes.
+	if err := c.Do(ctx, c.B().Set().Key(l.Key("k")).Value(real.value).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.AllowN(ctx, "k", real.rule, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := remote.DecodeState(v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// FuzzSlidingLogValue stores any bytes under a sliding log's key and makes
+// a peek, a call and a call of Limit hits on it, through the scripts as
+// shipped and tuned (2 entries read in one piece, 64 bytes moved a call):
+// each returns within callTimeout with a decision or ErrBadValue, a value
+// answered with ErrBadValue is left as it was, and another client's PING is
+// answered after each. The seeds are real values: format 2, format 2 in the
+// middle of a move, and format 1.
+func FuzzSlidingLogValue(f *testing.F) {
+	srv, c := server(f)
+	pinger := dial(f, srv.Addr())
+	ctx := context.Background()
+	real := realValues(f, c)[ringlimit.SlidingLog]
+	f.Add(real.value, false)
+	if st, err := remote.DecodeState([]byte(real.value)); err == nil {
+		f.Add(string(format1(st)), false)
+	}
+	moving := movingLog(f, c)
+	f.Add(moving.value, true)
+	at := real.at
+	f.Fuzz(func(t *testing.T, v string, tuned bool) {
+		l := remote.New(c, remote.Config{Clock: testclock.New(at), Prefix: "fuzz:"})
+		if tuned {
+			remote.SetLogTuning(l, 0, 2, 64)
+		}
+		for _, n := range []int64{0, 1, real.rule.Limit} {
+			if err := c.Do(ctx, c.B().Set().Key(l.Key("k")).Value(v).Build()).Error(); err != nil {
+				t.Fatal(err)
+			}
+			cctx, cancel := context.WithTimeout(ctx, callTimeout)
+			_, err := l.AllowN(cctx, "k", real.rule, n)
+			cancel()
+			pctx, pcancel := context.WithTimeout(ctx, callTimeout)
+			perr := pinger.Do(pctx, pinger.B().Ping().Build()).Error()
+			pcancel()
+			if perr != nil {
+				t.Fatalf("n %d: the server does not answer PING: %v (call: %v)", n, perr, err)
+			}
+			switch {
+			case err == nil:
+			case errors.Is(err, remote.ErrBadValue):
+				if got, _ := c.Do(ctx, c.B().Get().Key(l.Key("k")).Build()).ToString(); got != v {
+					t.Fatalf("n %d: a bad value was overwritten", n)
+				}
+			default:
+				t.Fatalf("n %d: %v; want a decision or ErrBadValue", n, err)
+			}
+		}
+	})
 }

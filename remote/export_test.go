@@ -28,3 +28,23 @@ func pad(src string, ms int64) string {
 	}
 	return strings.Replace(src, ttl, "untilms - now + "+strconv.FormatInt(ms, 10)+")", 1)
 }
+
+// SetLogTuning is SetTTLPad, with the sliding log reading probe entries in
+// one piece before it halves, and its compaction copying chunk bytes a call
+// (instead of 32 and 65536), so that short tests reach every path.
+func SetLogTuning(l *Limiter, ttlPad int64, probe, chunk int) {
+	const knobs = "PROBE, CH, KEEP = 73, 32, 65536,"
+	edit := func(src string) string {
+		if !strings.Contains(src, knobs) {
+			panic("remote: sliding_log.lua's knobs changed; update SetLogTuning")
+		}
+		return strings.Replace(src, knobs, "PROBE, CH, KEEP = 73, "+strconv.Itoa(probe)+", "+strconv.Itoa(chunk)+",", 1)
+	}
+	l.lua = buildScripts(func(alg ringlimit.Algorithm) string {
+		if alg != ringlimit.SlidingLog {
+			return PaddedScript(alg, ttlPad)
+		}
+		return edit(PaddedScript(alg, ttlPad))
+	})
+	l.multi = buildMulti(edit(pad(MultiScript(), ttlPad)))
+}

@@ -2,6 +2,7 @@ package remote_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"reflect"
 	"testing"
@@ -12,7 +13,8 @@ import (
 
 // DecodeState takes any bytes without panicking, refuses with ErrBadState
 // what it does not take, and what it takes encodes to a value that decodes
-// to the same state, no longer than the input.
+// to the same state, no longer than the input (but for the 16 bytes a
+// format 1 sliding log's header gains in format 2).
 func FuzzDecodeState(f *testing.F) {
 	for _, s := range []remote.State{
 		{Algorithm: ringlimit.TokenBucket, Window: 1000, A: 5000, B: 1_700_000_000_000},
@@ -26,6 +28,9 @@ func FuzzDecodeState(f *testing.F) {
 		f.Add(v)
 		f.Add(v[:len(v)-1])
 		f.Add(append(v, 0))
+		if s.Algorithm == ringlimit.SlidingLog {
+			f.Add(format1(s)) // the previous release's
+		}
 	}
 	f.Fuzz(func(t *testing.T, v []byte) {
 		s, err := remote.DecodeState(v)
@@ -36,7 +41,8 @@ func FuzzDecodeState(f *testing.F) {
 			return
 		}
 		again := remote.EncodeState(s)
-		if len(again) > len(v) {
+		// Format 2's header is 16 bytes longer than format 1's.
+		if len(again) > len(v) && !(v[0] == byte(ringlimit.SlidingLog) && len(again) <= len(v)+16) {
 			t.Fatalf("%x decodes to %+v, which encodes longer: %x", v, s, again)
 		}
 		s2, err := remote.DecodeState(again)
@@ -47,4 +53,49 @@ func FuzzDecodeState(f *testing.F) {
 			t.Fatalf("%x decodes to %+v, which encodes to %x", v, s, again)
 		}
 	})
+}
+
+// EncodeStateFormat1 writes what the previous release wrote (format1, from
+// that release's EncodeState), and DecodeState reads it back.
+func TestEncodeStateFormat1(t *testing.T) {
+	for _, s := range []remote.State{
+		{Algorithm: ringlimit.SlidingLog, Window: 100, Log: []remote.LogEntry{{Stamp: 10, Count: 2}, {Stamp: 11, Count: 1}, {Stamp: 90, Count: 7}}},
+		{Algorithm: ringlimit.SlidingLog, Window: 100},
+		{Algorithm: ringlimit.TokenBucket, Window: 1000, A: 5000, B: 1_700_000_000_000},
+	} {
+		v := remote.EncodeStateFormat1(s)
+		want := remote.EncodeState(s)
+		if s.Algorithm == ringlimit.SlidingLog {
+			want = format1(s)
+		}
+		if !bytes.Equal(v, want) {
+			t.Errorf("%+v: %x, want %x", s, v, want)
+		}
+		got, err := remote.DecodeState(v)
+		if err != nil || !reflect.DeepEqual(got, s) {
+			t.Errorf("%x decodes to %+v, %v; want %+v", v, got, err, s)
+		}
+	}
+}
+
+// format1 is s as the previous release stored a sliding log: a 57-byte
+// header (total, head, size, oldest, newest, newest's count), then each
+// entry's stamp and own count.
+func format1(s remote.State) []byte {
+	le := binary.LittleEndian
+	b := le.AppendUint64([]byte{byte(ringlimit.SlidingLog)}, uint64(s.Window))
+	var total, oldest, newest, ncount int64
+	for _, e := range s.Log {
+		total += e.Count
+	}
+	if n := len(s.Log); n > 0 {
+		oldest, newest, ncount = s.Log[0].Stamp, s.Log[n-1].Stamp, s.Log[n-1].Count
+	}
+	for _, x := range []int64{total, 57, int64(57 + 16*len(s.Log)), oldest, newest, ncount} {
+		b = le.AppendUint64(b, uint64(x))
+	}
+	for _, e := range s.Log {
+		b = le.AppendUint64(le.AppendUint64(b, uint64(e.Stamp)), uint64(e.Count))
+	}
+	return b
 }

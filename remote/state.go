@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/ringlimit/ringlimit"
 )
@@ -58,13 +59,21 @@ var ErrBadState = errors.New("remote: bad state")
 //	buckets:        tag, A (level), B (last update ms)
 //	FixedWindow:    tag, A (window index), B (count)
 //	SlidingWindow:  tag, A (window index), B (current), C (previous)
-//	SlidingLog:     tag, total, head, size, oldest, newest, newest's count
-//	                (a 57-byte header), then Stamp, Count per entry
+//	SlidingLog:     tag (its first byte 131: format 2), total, head, size,
+//	                oldest, newest, base, src, moved (a 73-byte header),
+//	                then Stamp, running count per entry, then free space
 //
-// In a sliding log value, total is the sum of the live entries' counts, the
-// live entries run from byte offset head to size (the value's length),
-// oldest and newest are the first and last live stamps. Entries before head
-// were pruned and await compaction; EncodeState writes none (head = 57).
+// In a sliding log value, an entry's running count is the hits of the
+// entries up to it, itself included, counted from base (the running count
+// just before the entry at head), modulo 2^52; so a script finds the k-th
+// hit by halving, without walking the log. total is the sum of the live
+// entries' counts, the live entries run from byte offset head to size (at
+// most the value's length: the bytes after size are free), oldest and
+// newest are the first and last live stamps. Entries before head were
+// pruned; src and moved, when not 0, say that a compaction has copied the
+// entries from src to moved down to the header. EncodeState writes no
+// pruned entry and no free space (head = 73, size = the length), base 0,
+// src and moved 0.
 //
 // Store the value with a TTL of (the instant the state stops mattering −
 // now), at least 1 ms, as the scripts do.
@@ -78,22 +87,28 @@ func EncodeState(s State) []byte {
 		put(s.B)
 		put(s.C)
 	case ringlimit.SlidingLog:
-		var total, oldest, newest, ncount int64
+		b[0] = logFormat2
+		var total, oldest, newest int64
 		for _, e := range s.Log {
 			total += e.Count
 		}
 		if len(s.Log) > 0 {
-			oldest, newest, ncount = s.Log[0].Stamp, s.Log[len(s.Log)-1].Stamp, s.Log[len(s.Log)-1].Count
+			oldest, newest = s.Log[0].Stamp, s.Log[len(s.Log)-1].Stamp
 		}
+		b = slices.Grow(b, 8*8+16*len(s.Log))
 		put(total)
 		put(logHeaderLen)
 		put(int64(logHeaderLen + 16*len(s.Log)))
 		put(oldest)
 		put(newest)
-		put(ncount)
+		put(0) // base
+		put(0) // src
+		put(0) // moved
+		var run int64
 		for _, e := range s.Log {
+			run = (run + e.Count) % logModulus
 			put(e.Stamp)
-			put(e.Count)
+			put(run)
 		}
 	default:
 		put(s.A)
@@ -102,16 +117,57 @@ func EncodeState(s State) []byte {
 	return b
 }
 
-// logHeaderLen is the length of a sliding log value's header.
-const logHeaderLen = tagLen + 6*8
+// EncodeStateFormat1 is EncodeState, but for a sliding log the previous
+// release's value (format 1: a 57-byte header total, head, size, oldest,
+// newest, newest's count, then Stamp, Count per entry), which that
+// release's DecodeState and scripts read. It is for states sent where that
+// release may still read them (a node's hand-off to a peer during a rolling
+// upgrade); DecodeState and the scripts read it too, and the scripts
+// rewrite it in format 2 when they next admit hits.
+func EncodeStateFormat1(s State) []byte {
+	if s.Algorithm != ringlimit.SlidingLog {
+		return EncodeState(s)
+	}
+	le := binary.LittleEndian
+	b := make([]byte, 0, logHeader1Len+16*len(s.Log))
+	b = append(b, tag(s.Algorithm, s.Window)...)
+	var total, oldest, newest, ncount int64
+	for _, e := range s.Log {
+		total += e.Count
+	}
+	if n := len(s.Log); n > 0 {
+		oldest, newest, ncount = s.Log[0].Stamp, s.Log[n-1].Stamp, s.Log[n-1].Count
+	}
+	for _, v := range [...]int64{total, logHeader1Len, int64(logHeader1Len + 16*len(s.Log)), oldest, newest, ncount} {
+		b = le.AppendUint64(b, uint64(v))
+	}
+	for _, e := range s.Log {
+		b = le.AppendUint64(le.AppendUint64(b, uint64(e.Stamp)), uint64(e.Count))
+	}
+	return b
+}
 
-// DecodeState parses a value the scripts stored. It refuses what the scripts
-// refuse as not theirs (see ErrBadValue): a value of the wrong length for its
-// algorithm, a sliding log header that disagrees with the value, and any
-// field outside [0, 2^53) (a window or a log entry's count below 1). Its
-// errors wrap ErrBadState.
+const (
+	// logFormat2 is the first byte of a sliding log value in format 2
+	// (running counts); format 1 (each entry's own count, the previous
+	// release's) starts with the algorithm's byte, 3, and is still read.
+	logFormat2 = 131
+	// logHeaderLen is the length of a format 2 sliding log's header, and
+	// logHeader1Len of a format 1 one's.
+	logHeaderLen  = tagLen + 8*8
+	logHeader1Len = tagLen + 6*8
+	// logModulus: running counts are kept modulo 2^52. A log holds at most
+	// Limit < 2^52 hits, so the difference of two, modulo 2^52, is exact.
+	logModulus = 1 << 52
+)
+
+// DecodeState parses a value the scripts stored, a sliding log in either
+// format. It refuses what the scripts refuse as not theirs (see
+// ErrBadValue): a value of the wrong length for its algorithm, a sliding
+// log header that disagrees with the value, and any field outside [0, 2^53)
+// (a window or a log entry's count below 1). Its errors wrap ErrBadState.
 func DecodeState(v []byte) (State, error) {
-	if len(v) < tagLen || v[0] >= byte(len(scriptFiles)) {
+	if len(v) < tagLen || v[0] >= byte(len(scriptFiles)) && v[0] != logFormat2 {
 		return State{}, fmt.Errorf("%w: %d bytes", ErrBadState, len(v))
 	}
 	le := binary.LittleEndian
@@ -125,8 +181,11 @@ func DecodeState(v []byte) (State, error) {
 	switch s.Algorithm {
 	case ringlimit.SlidingWindow:
 		want = 24
-	case ringlimit.SlidingLog:
+	case logFormat2:
+		s.Algorithm = ringlimit.SlidingLog
 		return decodeLog(s, v)
+	case ringlimit.SlidingLog:
+		return decodeLog1(s, v)
 	}
 	if len(body) != want {
 		return State{}, fmt.Errorf("%w: %s body of %d bytes", ErrBadState, s.Algorithm, len(body))
@@ -141,14 +200,58 @@ func DecodeState(v []byte) (State, error) {
 	return s, nil
 }
 
+// decodeLog parses a format 2 sliding log.
 func decodeLog(s State, v []byte) (State, error) {
 	if len(v) < logHeaderLen {
 		return State{}, fmt.Errorf("%w: sliding_log value of %d bytes", ErrBadState, len(v))
 	}
 	word := func(off int) int64 { return int64(binary.LittleEndian.Uint64(v[off:])) }
 	total, head, size := word(tagLen), word(tagLen+8), word(tagLen+16)
+	oldest, newest, base, src, moved := word(tagLen+24), word(tagLen+32), word(tagLen+40), word(tagLen+48), word(tagLen+56)
+	if size > int64(len(v)) || head < logHeaderLen || head > size || (size-head)%16 != 0 ||
+		!inRange(total, oldest, newest, base, src, moved) || base >= logModulus {
+		return State{}, fmt.Errorf("%w: sliding_log head %d, size %d, length %d", ErrBadState, head, size, len(v))
+	}
+	if moved == 0 && src != 0 || moved != 0 && (src <= logHeaderLen || moved < src || moved > size ||
+		(src-logHeaderLen)%16 != 0 || (moved-logHeaderLen)%16 != 0 || logHeaderLen+moved-src > head) {
+		return State{}, fmt.Errorf("%w: sliding_log compaction from %d to %d, head %d", ErrBadState, src, moved, head)
+	}
+	var sum int64
+	prev := base
+	for off := int(head); off < int(size); off += 16 {
+		stamp, run := word(off), word(off+8)
+		if run < 0 || run >= logModulus || !inRange(stamp) {
+			return State{}, fmt.Errorf("%w: sliding_log entry %d, running count %d", ErrBadState, stamp, run)
+		}
+		e := LogEntry{Stamp: stamp, Count: (run - prev + logModulus) % logModulus}
+		if e.Count < 1 {
+			return State{}, fmt.Errorf("%w: sliding_log entry %d×%d", ErrBadState, e.Stamp, e.Count)
+		}
+		if n := len(s.Log); n > 0 && e.Stamp <= s.Log[n-1].Stamp {
+			return State{}, fmt.Errorf("%w: sliding_log stamps out of order", ErrBadState)
+		}
+		if sum += e.Count; sum > total {
+			return State{}, fmt.Errorf("%w: sliding_log entries hold more than its total %d", ErrBadState, total)
+		}
+		s.Log = append(s.Log, e)
+		prev = run
+	}
+	if n := len(s.Log); sum != total || n > 0 && (s.Log[0].Stamp != oldest || s.Log[n-1].Stamp != newest) {
+		return State{}, fmt.Errorf("%w: sliding_log header (total %d, oldest %d, newest %d) disagrees with its entries",
+			ErrBadState, total, oldest, newest)
+	}
+	return s, nil
+}
+
+// decodeLog1 parses a format 1 sliding log, the previous release's.
+func decodeLog1(s State, v []byte) (State, error) {
+	if len(v) < logHeader1Len {
+		return State{}, fmt.Errorf("%w: sliding_log value of %d bytes", ErrBadState, len(v))
+	}
+	word := func(off int) int64 { return int64(binary.LittleEndian.Uint64(v[off:])) }
+	total, head, size := word(tagLen), word(tagLen+8), word(tagLen+16)
 	oldest, newest, ncount := word(tagLen+24), word(tagLen+32), word(tagLen+40)
-	if size != int64(len(v)) || head < logHeaderLen || head > size || (size-head)%16 != 0 || !inRange(total, oldest, newest, ncount) {
+	if size != int64(len(v)) || head < logHeader1Len || head > size || (size-head)%16 != 0 || !inRange(total, oldest, newest, ncount) {
 		return State{}, fmt.Errorf("%w: sliding_log head %d, size %d, length %d", ErrBadState, head, size, len(v))
 	}
 	var sum int64

@@ -21,7 +21,7 @@ save = function(value, untilms) held[2 * cur - 1], held[2 * cur] = value, untilm
 -- held writes are made. Else nothing is written, and the rules that
 -- admitted decide again (pass 2) as peeks, to report what they have left;
 -- a denial is the same either way. Bit i-1 of admitted is set if rule i
--- admitted. So k rules cost k decisions and k reads, one GET each (a
+-- admitted. So k rules cost k decisions and k reads, one GETRANGE each (a
 -- sliding log reads its own value, in pieces, each time it decides).
 local res, admitted, all = '', 0, 2 ^ k - 1
 for pass = 1, 2 do
@@ -46,9 +46,8 @@ for pass = 1, 2 do
       else -- as read.lua
         local raw = held[2 * k + i]
         if pass == 1 then
-          raw = redis.pcall('GET', key)
-          if type(raw) == 'table' then return BAD end -- WRONGTYPE
-          if raw and not wellFormed(raw, #raw) then return BAD end
+          raw = headOf(key)
+          if raw == false then return BAD end
           held[2 * k + i] = raw
         end
         if raw and string.sub(raw, 1, 9) == tag then st = raw end

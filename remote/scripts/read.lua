@@ -1,10 +1,7 @@
 -- The single-rule scripts' read of KEYS[1], after the prelude.
 -- A key that holds something we did not write gets BAD and is never written.
 if string.byte(rule, 1) ~= 3 then
-  local raw = redis.pcall('GET', key)
-  if type(raw) == 'table' then return BAD end -- WRONGTYPE
-  if raw then
-    if not wellFormed(raw, #raw) then return BAD end
-    if string.sub(raw, 1, 9) == tag then st = raw end
-  end
+  local raw = headOf(key)
+  if raw == false then return BAD end
+  if raw and string.sub(raw, 1, 9) == tag then st = raw end
 end
