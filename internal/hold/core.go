@@ -132,8 +132,10 @@ type Action struct {
 	To   string
 	Inc  uint64 // Pull: the incarnation of To expected (0: any)
 	// Install: first install the state the pull's answer carried (with
-	// the answer's version), then do Kind.
+	// the answer's version), or St if set (with Ver), then do Kind.
 	Install bool
+	St      *ringlimit.State
+	Ver     Version
 }
 
 // Call is a call for one key, as the core sees it.
@@ -174,11 +176,12 @@ type Answer struct {
 
 // mark says that this node gave a key's state to another member.
 type mark struct {
-	to    string
-	inc   uint64           // to's incarnation when marked (0: unknown)
-	ver   Version          // the version given
-	copy  *ringlimit.State // the state pushed to to, until to confirms it (a pull may take it)
-	until int64            // ms: after it the state no longer matters, nor the mark
+	to     string
+	inc    uint64           // to's incarnation when marked (0: unknown)
+	ver    Version          // the version given
+	copy   *ringlimit.State // the state pushed to to, until to confirms it (a pull may take it)
+	served bool             // the copy went out in a pull's answer too: it may be installed there
+	until  int64            // ms: after it the state no longer matters, nor the mark
 }
 
 // source is what a ring change left behind: for every key this node owns
@@ -521,6 +524,14 @@ func (c *Core) Pulled(key string, h uint64, from string, a Answer, held *Version
 		c.setMark(key, &mark{to: from, until: now + c.MaxUntil})
 		return Action{Kind: Forward, To: from}
 	case Unreachable, Gone:
+		if m := c.marks[key]; m != nil && m.to == from && m.copy != nil && (a.Kind == Gone || f.tries >= maxPullTries-1) {
+			// This node pushed the state to from, which is gone (or
+			// cannot be reached) before it confirmed: the copy is the
+			// state. It comes back here.
+			delete(c.marks, key)
+			delete(c.pulls, key)
+			return Action{Kind: Decide, Install: true, St: m.copy, Ver: m.ver}
+		}
 		if a.Kind == Unreachable && f.tries < maxPullTries-1 {
 			// Slow is not dead: a member thought gone may still answer,
 			// and it may hold the state. Ask again before giving up on it.
@@ -645,6 +656,7 @@ func (c *Core) Asked(a Ask) Reply {
 	if m := c.liveMark(a.Key, a.Now); m != nil && m.to == a.From && m.copy != nil {
 		// Every pull of its gets the copy until it confirms one: an
 		// answer may be lost, or come after the asker gave up on it.
+		m.served = true
 		return Reply{Copy: m.copy, Ver: m.ver, A: Answer{Kind: State, St: m.copy, Ver: m.ver}}
 	}
 	// Not here. Whoever may still hold it for this node (an unresolved
@@ -722,7 +734,9 @@ func (c *Core) Confirmed(key, to string) {
 // decides the calls that waited for it).
 func (c *Core) TakeBack(key, to string) (*ringlimit.State, Version, bool) {
 	m := c.marks[key]
-	if m == nil || m.to != to || m.copy == nil {
+	if m == nil || m.to != to || m.copy == nil || m.served {
+		// (A copy served in a pull's answer may be installed at to even
+		// though to refused the push: it stays given.)
 		return nil, Version{}, false
 	}
 	delete(c.marks, key)

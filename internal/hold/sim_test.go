@@ -419,7 +419,7 @@ func (s *sim) crash(name string) {
 	n := s.nodes[name]
 	s.logf("%s crashes", name)
 	for _, k := range s.keys {
-		if n.lim.Has(k) {
+		if n.lim.Has(k) || n.core.HasCopy(k) {
 			s.episodes[k]++ // what it did not write behind is lost
 		}
 	}
@@ -849,7 +849,11 @@ func (s *sim) pulled(n *snode, key, from string, a Answer) {
 		}
 	}
 	if act.Install {
-		s.install(n, key, *a.St, a.Ver)
+		if act.St != nil {
+			s.install(n, key, *act.St, act.Ver)
+		} else {
+			s.install(n, key, *a.St, a.Ver)
+		}
 		// Confirm: the member drops the copy it kept.
 		me := n.name
 		s.send(me, from, func() { s.nodes[from].core.Confirmed(key, me) })
