@@ -714,6 +714,17 @@ func (c *Core) Gave(key, to string, ver Version, copy *ringlimit.State, until in
 	c.setMark(key, &mark{to: to, ver: ver, copy: copy, until: until})
 }
 
+// Pending returns the copy this node keeps of key's state for a push to
+// the member to that is not confirmed yet: what a retry of the push may
+// send. false if there is none (confirmed, taken back, or given on).
+func (c *Core) Pending(key, to string) (*ringlimit.State, Version, bool) {
+	m := c.marks[key]
+	if m == nil || m.to != to || m.copy == nil {
+		return nil, Version{}, false
+	}
+	return m.copy, m.ver, true
+}
+
 // HasCopy reports whether this node keeps a copy of key's state for a
 // member it gave it to (not confirmed yet).
 func (c *Core) HasCopy(key string) bool {

@@ -550,14 +550,26 @@ func (s *sim) push(n *snode, to string, items []pushed, try int) {
 		}
 		n.pushes--
 		if try < 3 && slices.Contains(s.members, to) {
-			s.push(n, to, items, try+1)
+			// Again, with what the marks still hold for to: a copy that
+			// came back here meanwhile is not sent.
+			var again []pushed
+			for _, it := range items {
+				if st, ver, ok := n.core.Pending(it.key, to); ok {
+					again = append(again, pushed{it.key, *st, ver})
+				}
+			}
+			if len(again) > 0 {
+				s.push(n, to, again, try+1)
+			}
 			return
 		}
 		// Undeliverable: the marks keep the copies (the target, or its
 		// next owner, pulls them); the store gets them too, for a crash.
 		n.pushFail = true
 		for _, it := range items {
-			s.storeWrite(it.key, it.st, it.ver)
+			if st, ver, ok := n.core.Pending(it.key, to); ok {
+				s.storeWrite(it.key, *st, ver)
+			}
 		}
 	})
 }
@@ -896,7 +908,11 @@ func (s *sim) load(n *snode, key string) {
 		}
 		if st, ok := s.store.lim.Export(key); ok && !n.lim.Has(key) {
 			n.lim.Import(key, st)
-			n.vers[key] = s.store.vers[key].Next(s.nodeNow(n))
+			// A load starts a branch of its own: two nodes that load one
+			// key apart merge when they meet (counting the snapshot
+			// twice: they admit less, never more).
+			now := s.nodeNow(n)
+			n.vers[key] = Join(s.store.vers[key].Next(now), Fresh(now, s.rng.Uint64()|1))
 		}
 		if a := n.core.Loaded(key); a.Kind == Forward {
 			s.redirect(n, key, a.To)
