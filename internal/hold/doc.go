@@ -1,46 +1,68 @@
 // Package hold is the ownership core: the pure state machine that says, for
 // one node, where each key is decided while ownership changes hands.
 //
-// A key's state is a token. Exactly one node holds it at a time, and only
-// the holder decides on the key: that is what makes a cluster admit no more
-// than one in-memory limiter would. Ownership by the consistent-hash ring only
-// says where a call goes first; the state says where it is decided.
+// A key's state is a token. One node holds it at a time, and only the holder
+// decides on the key: that is what makes a cluster admit no more than one
+// in-memory limiter would. Ownership by the consistent-hash ring only says
+// where a call goes first; the state says where it is decided.
 //
 // The core takes events and returns actions (etcd raft's RawNode is the
-// model): a call for a key, a ring change, a state that arrived, a pull asked
-// of this node, a pull's answer, a peer found unreachable, a hand-off
-// confirmed. It has no goroutines, no sockets, no clock reads and no
-// logging. The node (package node) is the shell that performs the actions:
-// it decides with package local, moves states over the peer link and loads
-// them from the store. The shell serialises the events of one key (a lock),
-// and tells the core whether the key's state is here (Has) when it asks.
+// model): a call for a key, a view of the ring, a pushed state that arrived,
+// a pull asked of this node, a pull's answer, a load from the store that
+// ended, a member's Done, a push confirmed or refused. It has no goroutines,
+// no sockets, no clock reads and no logging. The shell (the node) performs
+// the actions: it decides with package local, moves states over the peer
+// link and loads them from the store. The shell serialises the events of one
+// key, and tells the core whether the key's state is here when it asks.
 //
 // # The protocol
 //
-//   - A node that holds a key's state decides it, whatever its ring says.
-//   - A node that gave a key's state away keeps a mark (moved to X) and
-//     answers the key's calls and pulls with X, until the state expires.
-//   - A ring change leaves a source behind: for every key this node gained,
-//     the member that owned it in the ring before may hold its state. Until
-//     that member resolves the source, a call on such a key with no state
-//     here pulls the state from it first (and from every older unresolved
-//     source, newest first) before it decides; "nothing here" from all of
-//     them lets the key start afresh.
-//   - A member resolves the sources that name it by sending Done after it
-//     has pushed every state it held for keys others own, when its ring is
-//     the receiver's ring and it has no unresolved source of its own (so
-//     that nothing can still arrive at it for the receiver's keys).
-//   - A pull is answered once: the state leaves with the answer, and the
-//     mark left in its place sends the next pull on to the new holder.
-//   - A source that cannot be reached (crashed, or cut off) is given up only
-//     after the pull to it failed; the key is then loaded from the store,
-//     which holds what the old holder wrote behind. That, and a store
-//     decision while a holder is cut off, are the only ways a key can be
-//     decided in two places: the README states the bound.
+//   - The holder decides, whatever its ring says. A node that gave a state
+//     away keeps a mark (moved to X, with a copy of the state until X
+//     confirms it) and sends the key's calls and pulls to X.
+//   - A view of the ring leaves a source behind: for every key this node
+//     gained, the member that owned it before may hold its state. A call on
+//     such a key with no state here pulls it first, from every unresolved
+//     source, newest first. A member resolves the sources that name it with
+//     Done, once it has pushed every state it held for keys others own, when
+//     its view is the receiver's and it expects no state itself.
+//   - A pull is answered with the state (which leaves the answerer with a
+//     copy kept until the taker confirms, so an answer lost or late loses
+//     nothing), with "moved to X" (a mark), with "nothing here" (and a mark
+//     to the asker: it holds the key from then on), or with Mine: the
+//     answerer is taking the key itself, and the asker's calls go there. Two
+//     members that pull a key from each other at once break the tie by name.
+//     A pull names the incarnation it expects and carries the members it
+//     asked, so a restarted member never answers for its predecessor and a
+//     cycle of members that name each other ends.
+//   - A member that cannot be reached is asked again before it is given up
+//     (slow is not dead); then the key is loaded from the store, which holds
+//     what holders wrote behind. With a store, a key that no source holds is
+//     loaded too before it starts (its last holder may have crashed and
+//     restarted under the same name).
+//   - A leaving node refuses pushed states (their senders keep them) and
+//     hands its own to the owners of its latest view.
+//   - States carry versions (see Version): a late or duplicate copy is
+//     never installed over a newer state, and two states of one key that
+//     started apart (two nodes that each took the key while they disagreed
+//     on its owner) merge by adding what each consumed (local.Merge). A load
+//     from the store starts a branch of its own.
+//
+// A key can be decided in two places only when a holder becomes unreachable
+// to the key's next owner: a crash (what it did not write behind is lost),
+// or a cut that outlasts the pull's retries. Each such episode can add at
+// most the key's capacity.
 //
 // Nothing here waits for a timer: a busy machine delays the events, and the
 // order of events is all the protocol depends on. The deterministic
 // simulator in this package's tests drives the core with the real local
-// store through thousands of seeded schedules of delays, drops, partitions,
-// pauses, false deaths, crashes, joins and leaves.
+// store through seeded schedules of delays, drops, cuts (one-way and both
+// ways), pauses, false deaths, crashes with restarts, joins and leaves, and
+// checks that every key admits no more than one exact limiter given the same
+// calls (plus the bound for each episode above), and that every call is
+// answered. Replay a schedule with
+//
+//	go test ./internal/hold -run 'Simulation$' -args -sim.seed=N
+//
+// and search longer with -sim.n=N (and -sim.first=S).
 package hold

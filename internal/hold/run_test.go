@@ -221,7 +221,7 @@ func TestSimulation(t *testing.T) {
 			if violations > 3 {
 				t.Errorf("seed %d: %s", seed, strings.Join(r.violations, "; "))
 			} else {
-				report("seed %d: %s\nreplay: go test ./internal/hold -run Simulation -sim.seed=%d\nlast events:\n%s",
+				report("seed %d: %s\nreplay: go test ./internal/hold -run 'Simulation$' -args -sim.seed=%d\nlast events:\n%s",
 					seed, strings.Join(r.violations, "; "), seed, tail(s.log, 40))
 			}
 		}
