@@ -21,8 +21,14 @@ var (
 // result is what one schedule found.
 type result struct {
 	calls      int
+	slowest    int64 // µs, the longest a call waited for its answer
 	violations []string
 }
+
+// maxWait bounds how long a call may wait for its answer (simulated time):
+// the faults of a run end within its span, and every wait after them is a
+// bounded number of pull and forward timeouts.
+const maxWait = 3000 * ms
 
 // runSchedule runs the schedule of one seed.
 func runSchedule(seed uint64, bugs Bug, kinds uint, trace bool) (*sim, result) {
@@ -187,6 +193,11 @@ func (s *sim) check() result {
 		r.calls++
 		if !c.done {
 			r.violations = append(r.violations, fmt.Sprintf("call %d on %s at %s never answered", c.id, c.key, c.origin))
+			continue
+		}
+		r.slowest = max(r.slowest, c.answered-c.issued)
+		if w := c.answered - c.issued; w > maxWait {
+			r.violations = append(r.violations, fmt.Sprintf("call %d on %s at %s answered after %.0f ms, over %.0f ms", c.id, c.key, c.origin, float64(w)/float64(ms), float64(maxWait)/float64(ms)))
 		}
 	}
 	return r
@@ -211,11 +222,12 @@ func TestSimulation(t *testing.T) {
 		n = 2000
 	}
 	start := time.Now()
-	calls, violations := 0, 0
+	calls, violations, slowest := 0, 0, int64(0)
 	report := t.Errorf
 	for seed := *simFirst; seed < *simFirst+uint64(n); seed++ {
 		s, r := runSchedule(seed, 0, *simKinds, false)
 		calls += r.calls
+		slowest = max(slowest, r.slowest)
 		if len(r.violations) > 0 {
 			violations += len(r.violations)
 			if violations > 3 {
@@ -227,6 +239,7 @@ func TestSimulation(t *testing.T) {
 		}
 	}
 	t.Logf("simulation: %d schedules, %d calls, %d violations (%v)", n, calls, violations, time.Since(start).Round(time.Millisecond))
+	t.Logf("the slowest answer waited %.0f ms of simulated time (bound %.0f ms)", float64(slowest)/float64(ms), float64(maxWait)/float64(ms))
 }
 
 // TestSimulationMutations plants each known bug in the core, one at a time,
