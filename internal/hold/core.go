@@ -519,9 +519,12 @@ func (c *Core) Pulled(key string, h uint64, from string, a Answer, held *Version
 			return Action{Kind: Pull, To: a.To}
 		}
 	case Mine:
-		// Both took the key at once; from won the tie. The calls go there.
+		// from is taking the key (or won the tie with this node): the
+		// calls go there. A mark that says where the state is stays.
 		delete(c.pulls, key)
-		c.setMark(key, &mark{to: from, until: now + c.MaxUntil})
+		if c.liveMark(key, now) == nil {
+			c.setMark(key, &mark{to: from, until: now + c.MaxUntil})
+		}
 		return Action{Kind: Forward, To: from}
 	case Unreachable, Gone:
 		if m := c.marks[key]; m != nil && m.to == from && m.copy != nil && (a.Kind == Gone || f.tries >= maxPullTries-1) {
@@ -783,6 +786,9 @@ func (c *Core) Arrived(a Arrival) (install bool, on string, refused bool) {
 		return false, "", false // a late copy of one this node has passed on since
 	}
 	if c.leaving != nil {
+		// Refused: the state stays with its sender, and pulls and calls
+		// that reach this node for the key go there.
+		c.setMark(a.Key, &mark{to: a.From, until: a.Now + c.MaxUntil})
 		return false, "", true
 	}
 	delete(c.marks, a.Key)
