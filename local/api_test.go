@@ -411,3 +411,61 @@ func TestExpiredStateIsGone(t *testing.T) {
 		}
 	}
 }
+
+// A key that denies outlives a flood of keys that each spent as much as it
+// did (the cost eviction compares), for every algorithm: keys that still
+// admit go first. And when the flood's keys deny too, so that nothing else
+// is left, the flood's newest keys go before the key that was there before
+// them, and Stats counts each denying key evicted.
+func TestEvictionKeepsDenyingKeys(t *testing.T) {
+	const maxKeys = 1000
+	for _, alg := range allAlgorithms {
+		victim := ringlimit.Rule{Algorithm: alg, Limit: 5, Window: 10 * time.Minute}
+		for _, flood := range []struct {
+			name    string
+			rule    ringlimit.Rule
+			denying bool
+		}{
+			{"admitting", ringlimit.Rule{Algorithm: alg, Limit: 10, Window: 10 * time.Minute}, false},
+			{"denying", victim, true},
+		} {
+			clk := testclock.New(t0)
+			l := local.New(local.Config{MaxKeys: maxKeys, Clock: clk})
+			twin := local.New(local.Config{Clock: clk}) // sees no flood
+			for _, x := range []*local.Limiter{l, twin} {
+				if d, _ := x.AllowN(ctx, "login", victim, 5); !d.Allowed {
+					t.Fatalf("%s: first 5 denied", alg)
+				}
+				if d, _ := x.AllowN(ctx, "login", victim, 1); d.Allowed {
+					t.Fatalf("%s: 6th admitted", alg)
+				}
+			}
+			// A leaky bucket denies only until the first hit of its full
+			// queue starts to leave, 1 ms later: its flood runs within that
+			// millisecond.
+			step := time.Millisecond
+			if alg == ringlimit.LeakyBucket {
+				step = 0
+			}
+			for i := range 20 * maxKeys {
+				if i%1000 == 0 {
+					clk.Advance(step)
+				}
+				if d, _ := l.AllowN(ctx, fmt.Sprint("flood", i), flood.rule, 5); !d.Allowed {
+					t.Fatalf("%s %s: flood key %d denied", alg, flood.name, i)
+				}
+			}
+			got, _ := l.AllowN(ctx, "login", victim, 1)
+			if want, _ := twin.AllowN(ctx, "login", victim, 1); got != want || got.Allowed {
+				t.Errorf("%s, flood %s: after the flood the key decides %+v, without it %+v", alg, flood.name, got, want)
+			}
+			st := l.Stats()
+			if st.Keys > maxKeys || st.Evicted < 19*maxKeys || st.EvictedLive != st.Evicted {
+				t.Errorf("%s, flood %s: stats after the flood: %+v", alg, flood.name, st)
+			}
+			if denying := st.EvictedDenying > 0; denying != flood.denying || flood.denying && st.EvictedDenying != st.Evicted {
+				t.Errorf("%s, flood %s: %d of %d evictions counted as denying", alg, flood.name, st.EvictedDenying, st.Evicted)
+			}
+		}
+	}
+}

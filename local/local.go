@@ -230,6 +230,11 @@ type Stats struct {
 	Bytes       int64  // memory they hold, as MaxBytes counts it
 	Evicted     uint64 // keys dropped to make room because MaxKeys or MaxBytes was reached
 	EvictedLive uint64 // of those, keys whose state still mattered: their limits restarted early
+	// EvictedDenying counts, of EvictedLive, keys that were denying (their
+	// state would deny a hit then) when they went: every key sampled denied,
+	// so the limiter was full of exhausted keys, and these restarted while
+	// exhausted. Give the limiter room if it is not zero.
+	EvictedDenying uint64
 	Expired     uint64 // idle keys dropped because their state no longer mattered
 }
 
@@ -243,6 +248,7 @@ func (l *Limiter) Stats() Stats {
 		st.Bytes += s.bytes
 		st.Evicted += s.evicted
 		st.EvictedLive += s.evictedLive
+		st.EvictedDenying += s.evictedDenying
 		st.Expired += s.expired
 		s.mu.Unlock()
 	}

@@ -101,3 +101,67 @@ func TestDivider(t *testing.T) {
 		}
 	}
 }
+
+// What eviction takes for a denying state is exactly what its rule says:
+// after a random mix of AllowN, AllowAll and peeks on keys that each keep
+// their rules, with time going forward, every state held is marked denying
+// at now if and only if a peek for one hit under its rule is denied.
+func TestDenyingIsExact(t *testing.T) {
+	clk := testclock.New(time.Unix(1_700_000_000, 0))
+	l := New(Config{Clock: clk})
+	r := rand.New(rand.NewPCG(9, 10))
+	pool := []ringlimit.Rule{
+		{Algorithm: ringlimit.TokenBucket, Limit: 3, Window: 30 * time.Millisecond, Burst: 4},
+		{Algorithm: ringlimit.LeakyBucket, Limit: 2, Window: 20 * time.Millisecond, Burst: 3},
+		{Algorithm: ringlimit.FixedWindow, Limit: 3, Window: 25 * time.Millisecond},
+		{Algorithm: ringlimit.SlidingWindow, Limit: 4, Window: 30 * time.Millisecond},
+		{Algorithm: ringlimit.SlidingLog, Limit: 3, Window: 20 * time.Millisecond},
+	}
+	// Key k uses pool[k%5] alone (AllowN) or pool[k%5], pool[(k+1)%5] (AllowAll).
+	rulesOf := func(k int) []ringlimit.Rule {
+		if k%2 == 0 {
+			return pool[k%5 : k%5+1]
+		}
+		return []ringlimit.Rule{pool[k%5], pool[(k+1)%5]}
+	}
+	ctx := context.Background()
+	denials := 0
+	for step := range 20_000 {
+		k := r.IntN(40)
+		key, rules, n := fmt.Sprint("k", k), rulesOf(k), int64(r.IntN(3))
+		if len(rules) == 1 {
+			l.AllowN(ctx, key, rules[0], n)
+		} else {
+			l.AllowAll(ctx, key, rules, n)
+		}
+		if r.IntN(4) == 0 {
+			clk.Advance(time.Duration(r.IntN(4)) * time.Millisecond)
+		}
+		if step%50 != 0 {
+			continue
+		}
+		now := clk.Now()
+		for k := range 40 {
+			key, rules := fmt.Sprint("k", k), rulesOf(k)
+			s, frag := l.locate(key)
+			for j, rule := range rules {
+				i, ok := s.lookup(key, frag, uint64(j))
+				if !ok || s.at(i).until <= now.UnixMilli() {
+					continue
+				}
+				var d ringlimit.Decision
+				p := paramsOf(rule)
+				decide(&d, &s.at(i).st, rule.Algorithm, &p, now.UnixMilli(), 1, false)
+				if got := s.denying(i, now.UnixMilli()); got != !d.Allowed {
+					t.Fatalf("step %d: %s state %d (%s) marked denying %v; a peek decides %+v", step, key, j, rule.Algorithm, got, d)
+				}
+				if !d.Allowed {
+					denials++
+				}
+			}
+		}
+	}
+	if denials < 100 {
+		t.Fatalf("only %d denying states seen: the workload does not exhaust keys", denials)
+	}
+}
