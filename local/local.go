@@ -235,7 +235,7 @@ type Stats struct {
 	// so the limiter was full of exhausted keys, and these restarted while
 	// exhausted. Give the limiter room if it is not zero.
 	EvictedDenying uint64
-	Expired     uint64 // idle keys dropped because their state no longer mattered
+	Expired        uint64 // idle keys dropped because their state no longer mattered
 }
 
 // Stats returns the current counters.
