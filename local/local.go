@@ -95,7 +95,7 @@ func New(c Config) *Limiter {
 		maxBytes = DefaultMaxBytes
 	}
 	// The keys the bounds let in, at the smallest a key can be.
-	fits := min(int64(maxKeys), maxBytes/(entryBytes+inlineKey))
+	fits := min(int64(maxKeys), maxBytes/(slotBytes+inlineKey))
 	k := uint(0)
 	for k < 6 && int64(keysPerShard)<<(k+1) <= fits {
 		k++

@@ -27,10 +27,9 @@ const (
 	firstPage = 8
 	none      = -1
 
-	// entryBytes is what a key costs beyond its string and its log: its
-	// 64-byte entry, and its share of the index (8-byte buckets kept
-	// between 3/8 and 3/4 full: 10.7 to 21.3 bytes) and of a page's slack.
-	entryBytes = 88
+	// slotBytes is what a slot takes in its page: its 64-byte entry, its
+	// key area and its deny instant (see memory.go for what else counts).
+	slotBytes = 64 + inlineKey + 8
 	// inlineKey is the longest key kept in its page's key area (see page).
 	// 16 bytes is what a heap copy of such a key took before: short keys
 	// cost no more for being inline, and a longer one pays these 16 unused
@@ -93,6 +92,7 @@ func (s *shard) init(max int32, maxBytes int64, l *Limiter) {
 	s.initIndex()
 	s.l = l
 	s.free, s.max, s.maxBytes = none, max, maxBytes
+	s.bytes = s.layoutBytes()
 	s.recent = [4]int32{none, none, none, none}
 }
 
@@ -168,46 +168,9 @@ func (s *shard) keepKey(i int32) string {
 	if s.inKeyArea(i) {
 		e := s.at(i)
 		e.key = strings.Clone(e.key)
-		s.bytes += heapBytes(len(e.key))
+		s.bytes += stringBytes(len(e.key))
 	}
 	return s.at(i).key
-}
-
-// keyBytes is what a key of n bytes takes: its place in the key area, or
-// for a key longer than inlineKey its heap copy, n rounded up to its
-// allocation's size class (the place it leaves unused in the key area is
-// within entryBytes' slack, as a key's share of the index varies by more).
-func keyBytes(n int) int64 {
-	if n <= inlineKey {
-		return inlineKey
-	}
-	return heapBytes(n)
-}
-
-// heapBytes is what a string of n bytes takes on the heap.
-func heapBytes(n int) int64 {
-	switch {
-	case n <= 16:
-		return 16
-	case n <= 128:
-		return int64(n+15) &^ 15
-	case n <= 1024:
-		return int64(n+127) &^ 127
-	}
-	for _, c := range [...]int64{1152, 1280, 1408, 1536, 1792, 2048, 2304, 2688, 3072, 3200, 3456, 4096} {
-		if int64(n) <= c {
-			return c
-		}
-	}
-	return int64(n+8191) &^ 8191
-}
-
-// bytes is what a state holds beyond its entry: its sliding log, if any.
-func (st *state) bytes() int64 {
-	if st.log == nil {
-		return 0
-	}
-	return 64 + 8*int64(cap(st.log.buf))
 }
 
 // remove drops the key in slot i and frees the slot.
@@ -216,9 +179,9 @@ func (s *shard) remove(i int32) {
 	s.indexDel(i)
 	s.removes++
 	if e.key != "" && len(e.key) <= inlineKey && !s.inKeyArea(i) { // a copy kept by keepKey
-		s.bytes -= heapBytes(len(e.key))
+		s.bytes -= stringBytes(len(e.key))
 	}
-	s.bytes -= entryBytes + keyBytes(len(e.key)) + e.st.bytes()
+	s.bytes -= keyBytes(len(e.key)) + e.st.bytes() // the slot stays, free
 	*e = entry{until: int64(s.free)}
 	s.free = i
 }
@@ -321,11 +284,12 @@ func (s *shard) rank(i int32, now int64, recent int) int64 {
 }
 
 // evict drops one state of a key other than keep to make room: of the
-// states last inserted and the next evictSample states under the hand, the
-// lowest ranked (see rank), the first seen of equals; the newest inserts
-// are seen first. It reports whether it found one. (Sparing every state of
-// keep, not one slot, keeps AllowAll from evicting the states of the key it
-// is deciding.)
+// next evictSample states under the hand, the lowest ranked (see rank), the
+// first seen of equals. If every one of them denies, the states last
+// inserted are looked at too, newest first, and one of them goes if it
+// denies too (or admits). It reports whether it found one. (Sparing every
+// state of keep, not one slot, keeps AllowAll from evicting the states of
+// the key it is deciding.)
 //
 // A key that denies goes only when every state looked at denies: the
 // limiter is then full of exhausted keys, and a flood of keys exhausted in
@@ -333,22 +297,25 @@ func (s *shard) rank(i int32, now int64, recent int) int64 {
 // there before it.
 func (s *shard) evict(now int64, keep string) bool {
 	best, bestRank := int32(none), int64(math.MaxInt64)
-	for r := range len(s.recent) {
+	for seen, tries := 0, 0; seen < evictSample && tries < 4*evictSample && s.used > 0; tries++ {
+		i := s.next()
+		if e := s.at(i); e.key != "" && e.key != keep {
+			seen++
+			if c := s.rank(i, now, -1); c < bestRank {
+				best, bestRank = i, c
+				if c == 0 {
+					break
+				}
+			}
+		}
+	}
+	for r := 0; r < len(s.recent) && bestRank >= 1<<62; r++ {
 		i := s.recent[(int(s.rc)-1-r)&(len(s.recent)-1)]
 		if i < 0 || i >= s.used {
 			continue
 		}
 		if e := s.at(i); e.key != "" && e.key != keep {
 			if c := s.rank(i, now, r); c < bestRank {
-				best, bestRank = i, c
-			}
-		}
-	}
-	for seen, tries := 0, 0; bestRank > 0 && seen < evictSample && tries < 4*evictSample && s.used > 0; tries++ {
-		i := s.next()
-		if e := s.at(i); e.key != "" && e.key != keep {
-			seen++
-			if c := s.rank(i, now, -1); c < bestRank {
 				best, bestRank = i, c
 			}
 		}
@@ -379,8 +346,7 @@ func (s *shard) shed(now int64, keep string) {
 // returns its slot.
 func (s *shard) insert(key string, frag uint32, idx uint64, now int64) int32 {
 	s.sweep(now)
-	need := entryBytes + keyBytes(len(key))
-	for s.nkeys >= int(s.max) || s.bytes+need > s.maxBytes {
+	for s.nkeys >= int(s.max) || s.bytes+s.need(len(key)) > s.maxBytes {
 		if !s.evict(now, key) {
 			break
 		}
@@ -400,7 +366,7 @@ func (s *shard) insert(key string, frag uint32, idx uint64, now int64) int32 {
 	s.recent[s.rc&3] = i
 	s.rc++
 	s.indexPut(frag, i)
-	s.bytes += need
+	s.bytes += keyBytes(len(key))
 	return i
 }
 
@@ -408,6 +374,11 @@ func (s *shard) insert(key string, frag uint32, idx uint64, now int64) int32 {
 // larger first page (small shards stay small).
 func (s *shard) grow(i int32) {
 	p := int(i >> pageShift)
+	if p < len(s.pages) && (p > 0 || int(i) < len(s.pages[0].e)) {
+		return
+	}
+	before := s.layoutBytes()
+	defer func() { s.bytes += s.layoutBytes() - before }()
 	switch {
 	case p == len(s.pages):
 		n := pageSize

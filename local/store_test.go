@@ -3,7 +3,9 @@ package local
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 	"time"
 
@@ -11,7 +13,20 @@ import (
 	"github.com/ringlimit/ringlimit/internal/testclock"
 )
 
-// Each shard's byte count equals what its keys hold, recounted, after a
+// recount is what the shard holds, counted afresh (see memory.go).
+func (s *shard) recount() int64 {
+	b := s.layoutBytes()
+	s.indexRange(func(i int32) {
+		e := s.at(i)
+		b += keyBytes(len(e.key)) + e.st.bytes()
+		if len(e.key) <= inlineKey && !s.inKeyArea(i) { // a copy Drain handed out
+			b += stringBytes(len(e.key))
+		}
+	})
+	return b
+}
+
+// Each shard's byte count equals what it holds, recounted, after a
 // random mix of every operation that adds, changes or drops state, with
 // evictions by MaxKeys and by MaxBytes.
 func TestBytesAccounting(t *testing.T) {
@@ -48,13 +63,9 @@ func TestBytesAccounting(t *testing.T) {
 			var keys int
 			for i := range l.shards {
 				s := &l.shards[i]
-				want := int64(0)
+				want := s.recount()
 				n := 0
-				s.indexRange(func(j int32) {
-					e := s.at(j)
-					want += entryBytes + keyBytes(len(e.key)) + e.st.bytes()
-					n++
-				})
+				s.indexRange(func(int32) { n++ })
 				if s.bytes != want || n != s.nkeys {
 					t.Fatalf("step %d shard %d: %d bytes, %d keys counted; %d, %d held", step, i, s.bytes, s.nkeys, want, n)
 				}
@@ -164,4 +175,50 @@ func TestDenyingIsExact(t *testing.T) {
 	if denials < 100 {
 		t.Fatalf("only %d denying states seen: the workload does not exhaust keys", denials)
 	}
+}
+
+var (
+	sinkBytes [][]byte
+	sinkPtrs  [][]*byte
+)
+
+// allocBytes is what the runtime spends: TotalAlloc grows by it for each
+// object of every size up to and past the largest small object, with and
+// without pointers.
+func TestAllocBytesMatchesRuntime(t *testing.T) {
+	const k = 64
+	sinkBytes, sinkPtrs = make([][]byte, k), make([][]*byte, k)
+	var m runtime.MemStats
+	measure := func(alloc func(i int)) int64 { // the least of three runs: the runtime allocates now and then too
+		least := int64(math.MaxInt64)
+		for range 3 {
+			runtime.ReadMemStats(&m)
+			before := m.TotalAlloc
+			for i := range k {
+				alloc(i)
+			}
+			runtime.ReadMemStats(&m)
+			least = min(least, int64(m.TotalAlloc-before)/k)
+		}
+		return least
+	}
+	sizes := []int{}
+	for n := 8; n <= 40_000; n += 8 + n/16 {
+		sizes = append(sizes, n, n+1)
+	}
+	sizes = append(sizes, 512, 513, 520, 16384, 32760, 32768, 32769, 64*256)
+	for _, n := range sizes {
+		if raceEnabled && n < 16 {
+			continue // the race detector makes an 8-byte object 16
+		}
+		if got, want := measure(func(i int) { sinkBytes[i] = make([]byte, n) }), allocBytes(int64(n), false); got != want {
+			t.Errorf("%d bytes without pointers: the runtime spends %d, allocBytes says %d", n, got, want)
+		}
+		if n%8 == 0 {
+			if got, want := measure(func(i int) { sinkPtrs[i] = make([]*byte, n/8) }), allocBytes(int64(n), true); got != want {
+				t.Errorf("%d bytes of pointers: the runtime spends %d, allocBytes says %d", n, got, want)
+			}
+		}
+	}
+	sinkBytes, sinkPtrs = nil, nil
 }
