@@ -66,7 +66,7 @@ func TestKeyArea(t *testing.T) {
 		t.Fatalf("%d shards, want 1", len(l.shards))
 	}
 	recount := s.recount
-	for i := range 600 { // the first page grows from 8 slots to 256, then more pages
+	for i := range 600 { // the first page grows from 8 slots to 512, then more pages
 		l.AllowN(ctx, fmt.Sprint("k", i), rule, 1)
 		if i == 100 {
 			l.Drain(func(string, State) {})

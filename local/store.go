@@ -22,7 +22,11 @@ type entry struct {
 }
 
 const (
-	pageShift = 8
+	// A page holds 512 slots: its entries are then 32 KiB, a large object
+	// the allocator gives exactly that. At 256, a small object with
+	// pointers, they took 16 KiB and an 8-byte header, which the allocator
+	// rounds up to 18 KiB: 8 bytes a slot spent on nothing.
+	pageShift = 9
 	pageSize  = 1 << pageShift // entries a page holds; the first page starts at firstPage and grows by half
 	firstPage = 8
 	none      = -1
