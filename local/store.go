@@ -256,19 +256,16 @@ func (s *shard) denying(i int32, now int64) bool {
 
 // exhausted records, for slot i, whose state (under a rule of algorithm alg
 // and params p) left d with nothing remaining at now, until when it denies
-// a hit: d's RetryAfter if d is a denial of one hit, else that of a peek.
+// a hit: d's RetryAfter if d is a denial of one hit, else admitsOneAt.
 func (s *shard) exhausted(i int32, d *ringlimit.Decision, alg ringlimit.Algorithm, p *params, now, n int64) {
 	e := s.at(i)
-	retry := d.RetryAfter
-	if d.Allowed || n != 1 {
-		var one ringlimit.Decision
-		decide(&one, &e.st, alg, p, now, 1, false)
-		if one.Allowed {
-			return
-		}
-		retry = one.RetryAfter
+	var at int64
+	if !d.Allowed && n == 1 {
+		at = now + int64(d.RetryAfter/time.Millisecond) // RetryAfter is whole ms
+	} else {
+		at = admitsOneAt(&e.st, alg, p, now)
 	}
-	*s.denyAt(i) = min(e.until, now+int64(retry/time.Millisecond)) // RetryAfter is whole ms
+	*s.denyAt(i) = min(e.until, at)
 }
 
 // rank orders the states eviction may drop, lowest first: a state that no
