@@ -109,9 +109,21 @@ func (s *shard) need(n int) int64 {
 }
 
 // bytes is what a state holds beyond its slot: its sliding log, if any.
-func (st *state) bytes() int64 {
+func (st *state) bytes() int64 { return logBytes(st.logCap()) }
+
+// logCap is the capacity of the state's log in stamp slots, or −1 if it
+// has none.
+func (st *state) logCap() int {
 	if st.log == nil {
+		return -1
+	}
+	return cap(st.log.buf)
+}
+
+// logBytes is what a log of c stamp slots takes (none if c < 0).
+func logBytes(c int) int64 {
+	if c < 0 {
 		return 0
 	}
-	return allocBytes(int64(unsafe.Sizeof(stampLog{})), true) + allocBytes(8*int64(cap(st.log.buf)), false)
+	return allocBytes(int64(unsafe.Sizeof(stampLog{})), true) + allocBytes(8*int64(c), false)
 }

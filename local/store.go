@@ -479,7 +479,7 @@ func (s *shard) decideAt(d *ringlimit.Decision, key string, frag uint32, i int32
 			st = &e.st
 		}
 	}
-	old := st.bytes()
+	old := st.logCap() // a log's bytes change only with its capacity: no count on the way
 	until := decide(d, st, alg, p, now, n, consume)
 	if consume && d.Allowed {
 		if !ok {
@@ -487,13 +487,13 @@ func (s *shard) decideAt(d *ringlimit.Decision, key string, frag uint32, i int32
 			e = s.at(i)
 		}
 		if st == &fresh {
-			old = e.st.bytes()
+			old = e.st.logCap()
 			e.st, e.tag = fresh, tag
 			*s.denyAt(i) = 0 // the state it denied by is gone
 		}
 		e.until = until
-		if b := e.st.bytes(); b != old {
-			s.bytes += b - old
+		if c := e.st.logCap(); c != old {
+			s.bytes += logBytes(c) - logBytes(old)
 			s.shed(now, key)
 		}
 		if s.track && e.tag&dirtyBit == 0 {
