@@ -306,9 +306,10 @@ func decide(d *ringlimit.Decision, s *state, alg ringlimit.Algorithm, p *params,
 // admitsOneAt is the instant (ms) from which s, under the rule of alg and
 // p, admits one hit again, for a state that has nothing remaining at now
 // (the one-hit RetryAfter of a peek, from now); now itself if it admits one
-// already. Eviction keeps it, to tell a state that denies. The common
-// cases, a bucket, a fixed window and a log just written, cost a division
-// or nothing; the others are the peek.
+// already. Eviction keeps it, to tell a state that denies. It is the
+// peek's arithmetic without the rest of a Decision; a fixed window or a
+// log just written costs nothing, and only a log that holds stamps out of
+// its window (or more than Limit) takes the peek.
 func admitsOneAt(s *state, alg ringlimit.Algorithm, p *params, now int64) int64 {
 	switch alg {
 	case ringlimit.TokenBucket, ringlimit.LeakyBucket:
@@ -327,6 +328,24 @@ func admitsOneAt(s *state, alg ringlimit.Algorithm, p *params, now int64) int64 
 			return (idx + 1) * p.window
 		}
 		return now
+	case ringlimit.SlidingWindow:
+		w := p.window
+		idx, t := floorDiv(now, w), now
+		if idx < s.a {
+			idx, t = s.a, s.a*w
+		}
+		cur, prev := int64(0), int64(0)
+		switch idx - s.a {
+		case 0:
+			cur, prev = s.b, s.c
+		case 1:
+			prev = s.b
+		}
+		e := t - idx*w
+		if prev*(w-e)/w+cur+1 <= p.limit {
+			return now
+		}
+		return t + slidingRetry(prev, cur, 1, e, p.limit, w)
 	case ringlimit.SlidingLog:
 		// A log just written holds only stamps in its window: with Limit
 		// of them, the oldest slot's leaving admits one.
