@@ -12,7 +12,8 @@ import "unsafe"
 // 8-byte header a small object that holds pointers carries past 512 bytes,
 // or a whole number of 8 KiB pages for a large one (over 32,760 bytes). A slot counts while
 // its page is held, whether a key is in it or not, so a shard that once
-// held many small keys has less room for long ones.
+// held many small keys has less room for long ones. An empty shard counts
+// 0: its first 8 index buckets are its own fixed cost.
 
 // sizeClasses are the Go runtime's size classes for small objects
 // (internal/runtime/gc/sizeclasses.go, unchanged since Go 1.21).

@@ -96,7 +96,7 @@ func (s *shard) init(max int32, maxBytes int64, l *Limiter) {
 	s.initIndex()
 	s.l = l
 	s.free, s.max, s.maxBytes = none, max, maxBytes
-	s.bytes = s.layoutBytes()
+	s.bytes = 0 // the empty index is the shard's, not its keys': layout changes count from here
 	s.recent = [4]int32{none, none, none, none}
 }
 

@@ -15,7 +15,7 @@ import (
 
 // recount is what the shard holds, counted afresh (see memory.go).
 func (s *shard) recount() int64 {
-	b := s.layoutBytes()
+	b := s.layoutBytes() - allocBytes(minBuckets*8, false) // an empty shard counts 0
 	s.indexRange(func(i int32) {
 		e := s.at(i)
 		b += keyBytes(len(e.key)) + e.st.bytes()
