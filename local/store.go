@@ -709,6 +709,9 @@ func (s *shard) record(key string, frag uint32, i int32, idx, tag uint64, st *st
 		s.bytes -= e.st.bytes()
 		e.st.log = nil
 	}
+	if e.tag&^dirtyBit != tag {
+		*s.denyAt(i) = 0 // the state it denied by, under another rule, is gone
+	}
 	e.st.a, e.st.b, e.st.c = st.a, st.b, st.c // the ints alone: no pointer write, no write barrier
 	e.tag, e.until = tag|e.tag&dirtyBit, until
 	if s.track && e.tag&dirtyBit == 0 {

@@ -222,3 +222,33 @@ func TestAllocBytesMatchesRuntime(t *testing.T) {
 	}
 	sinkBytes, sinkPtrs = nil, nil
 }
+
+// A state that denied and is then replaced by one under another rule (an
+// AllowN or an AllowAll whose rule at the index differs) no longer counts
+// as denying.
+func TestDenyingForgetsAReplacedState(t *testing.T) {
+	clk := testclock.New(time.Unix(1_700_000_000, 0))
+	ctx := context.Background()
+	tight := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: 1, Window: time.Minute}
+	loose := ringlimit.Rule{Algorithm: ringlimit.TokenBucket, Limit: 10, Window: time.Minute}
+	for name, replace := range map[string]func(l *Limiter){
+		"AllowN":   func(l *Limiter) { l.AllowN(ctx, "k", loose, 1) },
+		"AllowAll": func(l *Limiter) { l.AllowAll(ctx, "k", []ringlimit.Rule{loose}, 1) },
+	} {
+		l := New(Config{Clock: clk})
+		l.AllowN(ctx, "k", tight, 1)
+		s, frag := l.locate("k")
+		i, _ := s.lookup("k", frag, 0)
+		now := clk.Now().UnixMilli()
+		if !s.denying(i, now) {
+			t.Fatalf("%s: an exhausted state is not marked denying", name)
+		}
+		replace(l)
+		if i2, ok := s.lookup("k", frag, 0); !ok || i2 != i || s.at(i).tag>>56 != uint64(ringlimit.TokenBucket) {
+			t.Fatalf("%s: the state was not replaced in its slot", name)
+		}
+		if s.denying(i, now) {
+			t.Errorf("%s: a state replaced under another rule, 9 hits left, is still marked denying", name)
+		}
+	}
+}
