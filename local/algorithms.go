@@ -350,7 +350,11 @@ func admitsOneAt(s *state, alg ringlimit.Algorithm, p *params, now int64) int64 
 		// A log just written holds only stamps in its window: with Limit
 		// of them, the oldest slot's leaving admits one.
 		if l := s.log; l != nil && l.n > 0 && l.total == p.limit {
-			if first := l.stamp(l.buf[l.head]); first > max(now, l.newest())-p.window {
+			last := l.head + l.n - 1 // the newest slot, without newest's division
+			if last >= len(l.buf) {
+				last -= len(l.buf)
+			}
+			if first := l.stamp(l.buf[l.head]); first > max(now, l.stamp(l.buf[last]))-p.window {
 				return first + p.window
 			}
 		}

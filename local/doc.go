@@ -36,7 +36,10 @@
 // log's stamps), and last a state that denies: one whose next hit would be
 // denied now. A hit writes nothing but its own entry: no recency list. A
 // decision that leaves a key nothing remaining records until when it
-// denies (a peek's RetryAfter), exactly, in 8 bytes beside its entry.
+// denies (a peek's RetryAfter), exactly, in 8 bytes beside its entry; a
+// state that came in by Import counts as denying from its first decision
+// here, and one that was exhausted under a rule whose Limit then rose
+// counts as denying until it would have admitted under the old one.
 //
 // So a key that denies outlives any flood of keys that still admit, however
 // much each of them spent. It goes only when every key sampled denies: the
