@@ -302,3 +302,67 @@ func decide(d *ringlimit.Decision, s *state, alg ringlimit.Algorithm, p *params,
 		return slidingWindow(d, s, p, now, n, consume)
 	}
 }
+
+// admitsOneAt is the instant (ms) from which s, under the rule of alg and
+// p, admits one hit again, for a state that has nothing remaining at now
+// (the one-hit RetryAfter of a peek, from now); now itself if it admits one
+// already. Eviction keeps it, to tell a state that denies. It is the
+// peek's arithmetic without the rest of a Decision; a fixed window or a
+// log just written costs nothing, and only a log that holds stamps out of
+// its window (or more than Limit) takes the peek.
+func admitsOneAt(s *state, alg ringlimit.Algorithm, p *params, now int64) int64 {
+	switch alg {
+	case ringlimit.TokenBucket, ringlimit.LeakyBucket:
+		t := max(now, s.b)
+		level := drain(s.a, t-s.b, p.limit)
+		over := level + p.window - p.burst*p.window // a token bucket: one hit's units over capacity
+		if alg == ringlimit.LeakyBucket {
+			over = level - p.burst*p.window + 1 // ⌊level/window⌋ + 1 ≤ burst once level ≤ burst·window − 1
+		}
+		if over <= 0 {
+			return now
+		}
+		return t + ceilDiv(over, p.limit)
+	case ringlimit.FixedWindow:
+		if idx := max(floorDiv(now, p.window), s.a); idx == s.a && s.b >= p.limit {
+			return (idx + 1) * p.window
+		}
+		return now
+	case ringlimit.SlidingWindow:
+		w := p.window
+		idx, t := floorDiv(now, w), now
+		if idx < s.a {
+			idx, t = s.a, s.a*w
+		}
+		cur, prev := int64(0), int64(0)
+		switch idx - s.a {
+		case 0:
+			cur, prev = s.b, s.c
+		case 1:
+			prev = s.b
+		}
+		e := t - idx*w
+		if prev*(w-e)/w+cur+1 <= p.limit {
+			return now
+		}
+		return t + slidingRetry(prev, cur, 1, e, p.limit, w)
+	case ringlimit.SlidingLog:
+		// A log just written holds only stamps in its window: with Limit
+		// of them, the oldest slot's leaving admits one.
+		if l := s.log; l != nil && l.n > 0 && l.total == p.limit {
+			last := l.head + l.n - 1 // the newest slot, without newest's division
+			if last >= len(l.buf) {
+				last -= len(l.buf)
+			}
+			if first := l.stamp(l.buf[l.head]); first > max(now, l.stamp(l.buf[last]))-p.window {
+				return first + p.window
+			}
+		}
+	}
+	var d ringlimit.Decision
+	decide(&d, s, alg, p, now, 1, false)
+	if d.Allowed {
+		return now
+	}
+	return now + int64(d.RetryAfter/time.Millisecond) // RetryAfter is whole ms
+}

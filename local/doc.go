@@ -15,8 +15,8 @@
 // hash's low bits pick one of up to 64 shards, each a map behind its own
 // mutex, so cores do not contend on one lock; a limiter gets one shard per
 // 1,024 keys its bounds let in, so a small one stays small (measured: with
-// MaxKeys 1000, 3 KiB beyond its keys; with the default Config, 64 shards,
-// 48 KiB). The index keeps the hash's top 32 bits, so RangeArcs finds the
+// MaxKeys 1000, 1.3 KiB beyond what Stats.Bytes counts; with the default
+// Config, 64 shards, 68 KiB). The index keeps the hash's top 32 bits, so RangeArcs finds the
 // keys of stretches of the hash ring by reading 8 bytes a key and the
 // entries of those keys alone.
 //
@@ -27,25 +27,47 @@
 // # Bounds and eviction
 //
 // Config.MaxKeys bounds the keys held and Config.MaxBytes the memory they
-// hold: key strings, states and sliding-log stamps. When a key comes in (or
-// a log grows) past either bound, keys are evicted: each eviction samples
-// five keys under a moving hand (as Redis samples) and drops the one whose
-// loss admits the fewest extra hits — first a state that no longer matters,
-// else the one that has used the fewest hits, estimated from the state alone
-// (a bucket's level draining to nothing at its until, a window's counts, a
-// log's stamps). A hit writes nothing but its own entry: no recency list.
-// An exhausted key therefore outlives any flood of keys hit once. Stats
-// counts evictions, and separately those of keys whose state still mattered
-// (their limits restart early: give the limiter room).
+// take. When a key comes in (or a log grows) past either bound, keys are
+// evicted: each eviction samples five keys under a moving hand (as Redis
+// samples) and drops the one whose loss admits the fewest extra hits —
+// first a state that no longer matters, then one that still admits a hit,
+// the one that has used the fewest hits, estimated from the state alone (a
+// bucket's level draining to nothing at its until, a window's counts, a
+// log's stamps), and last a state that denies: one whose next hit would be
+// denied now. A hit writes nothing but its own entry: no recency list. A
+// decision that leaves a key nothing remaining records until when it
+// denies (a peek's RetryAfter), exactly, in 8 bytes beside its entry; a
+// state that came in by Import counts as denying from its first decision
+// here, and one that was exhausted under a rule whose Limit then rose
+// counts as denying until it would have admitted under the old one.
 //
-// Memory, measured over 1M keys: 88 bytes per key held beyond the key string
-// (a 64-byte entry, one cache line, and an 8-byte index bucket kept between
-// 3/8 and 3/4 full), which is what MaxBytes counts per key, plus the key
-// string rounded up to its allocation size (16 bytes for a 16-byte key). The
-// sliding log adds a 64-byte header and 8 bytes per distinct millisecond
-// stamp, at most Limit of them. Under a flood of 4 KiB keys the live heap
-// stays within MaxBytes. MaxBytes is per shard (MaxBytes / shards), and so is
-// MaxKeys: a shard may fill a little before the limiter does. A single
-// sliding log may exceed its shard's share by itself, up to its Limit of
-// stamps.
+// So a key that denies outlives any flood of keys that still admit, however
+// much each of them spent. It goes only when every key sampled denies: the
+// limiter is then full of exhausted keys, and the loss is this: one of them
+// restarts while it should deny. Its shard then takes the newest of its last
+// four inserts that denies, so a flood of keys exhausted in turn replaces
+// its own newest keys before it reaches the keys that were there before it;
+// a key that came in during such a flood, and was exhausted, may restart
+// early. Stats counts evictions, those of keys whose state still mattered
+// (their limits restart early), and of those, the keys that denied: give
+// the limiter room if they are not zero. A leaky bucket denies only while
+// its queue is full, until its first waiting hit starts to leave.
+//
+// Memory: MaxBytes counts what the Go allocator spends (see memory.go):
+// slots of 88 bytes (a 64-byte entry, one cache line; a 16-byte key area;
+// the deny instant), allocated 512 at a time (a shard's first page grows
+// from 8) and kept once allocated; the index, 8-byte buckets kept between
+// 3/8 and 3/4 full; each key over 16 bytes, copied, at its size class; a
+// sliding log's 64-byte header and 8 bytes per distinct millisecond stamp,
+// at most Limit of them, at their size class. Measured over 1M keys: 89.6
+// bytes a key beyond the key string. Under floods of 16 B, 100 B and 4 KiB
+// keys, and of 4 KiB keys after small ones, the live heap the limiter holds
+// is Stats.Bytes (to within 1 % of MaxBytes) plus its shards, measured at
+// 0.82 to 1.01 × MaxBytes with MaxBytes 8 MiB; a test holds it within
+// 1.25 ×. Not counted: with TrackChanges, the list of slots changed since
+// the last Drain (4 bytes each). MaxBytes is per shard (MaxBytes / shards), and so is
+// MaxKeys: a shard may fill a little before the limiter does, and one with
+// a small share (under a few pages) holds fewer keys than its share would
+// fit, since it allocates slots a page at a time. A single sliding log may
+// exceed its shard's share by itself, up to its Limit of stamps.
 package local

@@ -79,6 +79,7 @@ func (s *shard) place(v uint64) {
 func (s *shard) resize(n int) {
 	old := s.buckets
 	s.buckets = make([]uint64, n)
+	s.bytes += allocBytes(int64(n)*8, false) - allocBytes(int64(len(old))*8, false)
 	s.shift = 32
 	for m := n; m > 1; m >>= 1 {
 		s.shift--

@@ -65,31 +65,21 @@ func TestKeyArea(t *testing.T) {
 	if len(l.shards) != 1 {
 		t.Fatalf("%d shards, want 1", len(l.shards))
 	}
-	recount := func() int64 {
-		var b int64
-		s.indexRange(func(i int32) {
-			e := s.at(i)
-			b += entryBytes + keyBytes(len(e.key)) + e.st.bytes()
-			if len(e.key) <= inlineKey && !s.inKeyArea(i) {
-				b += heapBytes(len(e.key))
-			}
-		})
-		return b
-	}
-	for i := range 600 { // the first page grows from 8 slots to 256, then more pages
+	recount := s.recount
+	for i := range 600 { // the first page grows from 8 slots to 512, then more pages
 		l.AllowN(ctx, fmt.Sprint("k", i), rule, 1)
 		if i == 100 {
 			l.Drain(func(string, State) {})
 		}
 	}
-	copies := 0
+	held := 0
 	s.indexRange(func(i int32) {
 		if !s.inKeyArea(i) {
-			copies++
+			held++
 		}
 	})
-	if copies != 101 {
-		t.Fatalf("%d keys hold their own copy, want the 101 drained", copies)
+	if held != 101 {
+		t.Fatalf("%d keys hold their own copy, want the 101 drained", held)
 	}
 	if got, want := s.bytes, recount(); got != want {
 		t.Fatalf("%d bytes counted, %d held", got, want)
@@ -98,7 +88,11 @@ func TestKeyArea(t *testing.T) {
 	for i := range 101 {
 		l.Reset(ctx, fmt.Sprint("k", i))
 	}
-	if got, want := s.bytes, bytes-101*(entryBytes+2*inlineKey); got != want || got != recount() {
+	copies := int64(0)
+	for i := range 101 {
+		copies += stringBytes(len(fmt.Sprint("k", i)))
+	}
+	if got, want := s.bytes, bytes-copies; got != want || got != recount() {
 		t.Fatalf("after the drained keys went: %d bytes counted, want %d (%d held)", got, want, recount())
 	}
 }

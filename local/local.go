@@ -14,14 +14,16 @@ type Config struct {
 	// MaxKeys bounds the keys held. When full, a key is evicted to make room:
 	// the cheapest of a few sampled keys, where a key whose state no longer
 	// matters costs nothing and otherwise the cost is the hits it has used,
-	// that is the hits its loss would admit again (see the package
-	// documentation). If zero, 1<<20.
+	// that is the hits its loss would admit again; a key that denies goes
+	// only when every key sampled denies (see the package documentation).
+	// If zero, 1<<20.
 	MaxKeys int
-	// MaxBytes bounds the memory the keys hold: key strings, states and
-	// sliding-log stamps, as the Go heap holds them (about 88 bytes a key
-	// plus the key string rounded up to its allocation size, at least 16,
-	// plus 64 bytes and 8 per stamp slot for a sliding log). It is enforced like MaxKeys,
-	// by eviction when a key comes in or a log grows. If zero, 256 MiB.
+	// MaxBytes bounds the memory the keys take, as the Go allocator spends
+	// it: slots (88 bytes each, allocated 512 at a time and kept), the index
+	// (8 bytes a bucket, 3/8 to 3/4 full), a key string over 16 bytes
+	// rounded up to its size class, and a sliding log's header and stamps.
+	// It is enforced like MaxKeys, by eviction when a key comes in or a log
+	// grows. If zero, 256 MiB.
 	MaxBytes int64
 	// Clock tells the time. If nil, the system clock.
 	Clock ringlimit.Clock
@@ -95,7 +97,7 @@ func New(c Config) *Limiter {
 		maxBytes = DefaultMaxBytes
 	}
 	// The keys the bounds let in, at the smallest a key can be.
-	fits := min(int64(maxKeys), maxBytes/(entryBytes+inlineKey))
+	fits := min(int64(maxKeys), maxBytes/(slotBytes+inlineKey))
 	k := uint(0)
 	for k < 6 && int64(keysPerShard)<<(k+1) <= fits {
 		k++
@@ -227,10 +229,15 @@ func (l *Limiter) Reset(_ context.Context, key string) error {
 // Stats are a Limiter's counters.
 type Stats struct {
 	Keys        int    // keys held now
-	Bytes       int64  // memory they hold, as MaxBytes counts it
+	Bytes       int64  // memory the keys take, slots and index included, as MaxBytes counts it (0 when empty)
 	Evicted     uint64 // keys dropped to make room because MaxKeys or MaxBytes was reached
 	EvictedLive uint64 // of those, keys whose state still mattered: their limits restarted early
-	Expired     uint64 // idle keys dropped because their state no longer mattered
+	// EvictedDenying counts, of EvictedLive, keys that were denying (their
+	// state would deny a hit then) when they went: every key sampled denied,
+	// so the limiter was full of exhausted keys, and these restarted while
+	// exhausted. Give the limiter room if it is not zero.
+	EvictedDenying uint64
+	Expired        uint64 // idle keys dropped because their state no longer mattered
 }
 
 // Stats returns the current counters.
@@ -243,6 +250,7 @@ func (l *Limiter) Stats() Stats {
 		st.Bytes += s.bytes
 		st.Evicted += s.evicted
 		st.EvictedLive += s.evictedLive
+		st.EvictedDenying += s.evictedDenying
 		st.Expired += s.expired
 		s.mu.Unlock()
 	}

@@ -166,6 +166,7 @@ func (l *Limiter) import1(key string, st State) bool {
 	e := s.at(i)
 	e.tag = uint64(st.Algorithm)<<56 | idx<<idxShift | uint64(st.Window)&windowMask
 	e.until = st.Until
+	*s.denyAt(i) = 0 // not known to deny until a decision here finds it so
 	s.bytes -= e.st.bytes()
 	e.st = stateOf(st)
 	s.bytes += e.st.bytes()

@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/ringlimit/ringlimit"
@@ -21,15 +22,18 @@ type entry struct {
 }
 
 const (
-	pageShift = 8
+	// A page holds 512 slots: its entries are then 32 KiB, a large object
+	// the allocator gives exactly that. At 256, a small object with
+	// pointers, they took 16 KiB and an 8-byte header, which the allocator
+	// rounds up to 18 KiB: 8 bytes a slot spent on nothing.
+	pageShift = 9
 	pageSize  = 1 << pageShift // entries a page holds; the first page starts at firstPage and grows by half
 	firstPage = 8
 	none      = -1
 
-	// entryBytes is what a key costs beyond its string and its log: its
-	// 64-byte entry, and its share of the index (8-byte buckets kept
-	// between 3/8 and 3/4 full: 10.7 to 21.3 bytes) and of a page's slack.
-	entryBytes = 88
+	// slotBytes is what a slot takes in its page: its 64-byte entry, its
+	// key area and its deny instant (see memory.go for what else counts).
+	slotBytes = 64 + inlineKey + 8
 	// inlineKey is the longest key kept in its page's key area (see page).
 	// 16 bytes is what a heap copy of such a key took before: short keys
 	// cost no more for being inline, and a longer one pays these 16 unused
@@ -67,7 +71,13 @@ type shard struct {
 	maxBytes     int64
 	removes      uint64 // slots freed so far: a slot found before is still the key's if it has not changed
 
-	evicted, evictedLive, expired uint64
+	evicted, evictedLive, evictedDenying, expired uint64
+
+	// recent are the last slots handed to a new key, recent[rc&3] the
+	// oldest: eviction looks at them first, so among keys that deny (and
+	// among equals) the newest go first (see evict).
+	recent [4]int32
+	rc     uint8
 
 	// multi are the last rules validated here at each index of AllowAll,
 	// and their params.
@@ -76,7 +86,7 @@ type shard struct {
 		p    params
 	}
 
-	_ [40]byte // to a whole number of cache lines
+	_ [8]byte // to a whole number of cache lines
 }
 
 // A shard is a whole number of cache lines (see shard).
@@ -86,6 +96,8 @@ func (s *shard) init(max int32, maxBytes int64, l *Limiter) {
 	s.initIndex()
 	s.l = l
 	s.free, s.max, s.maxBytes = none, max, maxBytes
+	s.bytes = 0 // the empty index is the shard's, not its keys': layout changes count from here
+	s.recent = [4]int32{none, none, none, none}
 }
 
 // page is a run of slots: their entries, and beside them their key area,
@@ -99,6 +111,11 @@ func (s *shard) init(max int32, maxBytes int64, l *Limiter) {
 type page struct {
 	e []entry
 	k [][inlineKey]byte
+	// deny is, per slot, the instant (ms) until which its state denies a
+	// hit, as its last decision that left it exhausted found (0: none). It
+	// is written only then, and read only by eviction: a key's entry stays
+	// one cache line, and a decision that leaves room writes nothing here.
+	deny []int64
 }
 
 func (s *shard) at(i int32) *entry { return &s.pages[i>>pageShift].e[i&(pageSize-1)] }
@@ -155,46 +172,9 @@ func (s *shard) keepKey(i int32) string {
 	if s.inKeyArea(i) {
 		e := s.at(i)
 		e.key = strings.Clone(e.key)
-		s.bytes += heapBytes(len(e.key))
+		s.bytes += stringBytes(len(e.key))
 	}
 	return s.at(i).key
-}
-
-// keyBytes is what a key of n bytes takes: its place in the key area, or
-// for a key longer than inlineKey its heap copy, n rounded up to its
-// allocation's size class (the place it leaves unused in the key area is
-// within entryBytes' slack, as a key's share of the index varies by more).
-func keyBytes(n int) int64 {
-	if n <= inlineKey {
-		return inlineKey
-	}
-	return heapBytes(n)
-}
-
-// heapBytes is what a string of n bytes takes on the heap.
-func heapBytes(n int) int64 {
-	switch {
-	case n <= 16:
-		return 16
-	case n <= 128:
-		return int64(n+15) &^ 15
-	case n <= 1024:
-		return int64(n+127) &^ 127
-	}
-	for _, c := range [...]int64{1152, 1280, 1408, 1536, 1792, 2048, 2304, 2688, 3072, 3200, 3456, 4096} {
-		if int64(n) <= c {
-			return c
-		}
-	}
-	return int64(n+8191) &^ 8191
-}
-
-// bytes is what a state holds beyond its entry: its sliding log, if any.
-func (st *state) bytes() int64 {
-	if st.log == nil {
-		return 0
-	}
-	return 64 + 8*int64(cap(st.log.buf))
 }
 
 // remove drops the key in slot i and frees the slot.
@@ -203,9 +183,9 @@ func (s *shard) remove(i int32) {
 	s.indexDel(i)
 	s.removes++
 	if e.key != "" && len(e.key) <= inlineKey && !s.inKeyArea(i) { // a copy kept by keepKey
-		s.bytes -= heapBytes(len(e.key))
+		s.bytes -= stringBytes(len(e.key))
 	}
-	s.bytes -= entryBytes + keyBytes(len(e.key)) + e.st.bytes()
+	s.bytes -= keyBytes(len(e.key)) + e.st.bytes() // the slot stays, free
 	*e = entry{until: int64(s.free)}
 	s.free = i
 }
@@ -266,22 +246,78 @@ func (e *entry) cost(now int64) int64 {
 	return max(1, int64(math.Ceil(used)))
 }
 
+// denyAt is slot i's deny instant (see page).
+func (s *shard) denyAt(i int32) *int64 { return &s.pages[i>>pageShift].deny[i&(pageSize-1)] }
+
+// denying reports whether slot i's state denies a hit at now.
+func (s *shard) denying(i int32, now int64) bool {
+	return *s.denyAt(i) > now && s.at(i).until > now
+}
+
+// exhausted records, for slot i, whose state (under a rule of algorithm alg
+// and params p) left d with nothing remaining at now, until when it denies
+// a hit: d's RetryAfter if d is a denial of one hit, else admitsOneAt.
+func (s *shard) exhausted(i int32, d *ringlimit.Decision, alg ringlimit.Algorithm, p *params, now, n int64) {
+	e := s.at(i)
+	var at int64
+	if !d.Allowed && n == 1 {
+		at = now + int64(d.RetryAfter/time.Millisecond) // RetryAfter is whole ms
+	} else {
+		at = admitsOneAt(&e.st, alg, p, now)
+	}
+	*s.denyAt(i) = min(e.until, at)
+}
+
+// rank orders the states eviction may drop, lowest first: a state that no
+// longer matters (0); then one that still admits a hit, by the hits its
+// loss would admit again (its cost, at least 1); last, one that denies, and
+// among those a recent insert (recent, its place among them, newest 0)
+// before any other, which goes by its cost.
+func (s *shard) rank(i int32, now int64, recent int) int64 {
+	c := s.at(i).cost(now)
+	if c == 0 || !s.denying(i, now) {
+		return c
+	}
+	if recent >= 0 {
+		return 1<<62 + int64(recent)
+	}
+	return 1<<62 + 1<<8 + min(c, 1<<52)
+}
+
 // evict drops one state of a key other than keep to make room: of the
-// next evictSample states under the hand, the one whose loss admits the
-// fewest extra hits (one whose state no longer matters first). It reports
-// whether it found one. (Sparing every state of keep, not one slot, keeps
-// AllowAll from evicting the states of the key it is deciding.)
+// next evictSample states under the hand, the lowest ranked (see rank), the
+// first seen of equals. If every one of them denies, the states last
+// inserted are looked at too, newest first, and one of them goes if it
+// denies too (or admits). It reports whether it found one. (Sparing every
+// state of keep, not one slot, keeps AllowAll from evicting the states of
+// the key it is deciding.)
+//
+// A key that denies goes only when every state looked at denies: the
+// limiter is then full of exhausted keys, and a flood of keys exhausted in
+// turn replaces its own newest ones before it reaches the keys that were
+// there before it.
 func (s *shard) evict(now int64, keep string) bool {
-	best, bestCost := int32(none), int64(math.MaxInt64)
+	best, bestRank := int32(none), int64(math.MaxInt64)
 	for seen, tries := 0, 0; seen < evictSample && tries < 4*evictSample && s.used > 0; tries++ {
 		i := s.next()
 		if e := s.at(i); e.key != "" && e.key != keep {
 			seen++
-			if c := e.cost(now); c < bestCost {
-				best, bestCost = i, c
+			if c := s.rank(i, now, -1); c < bestRank {
+				best, bestRank = i, c
 				if c == 0 {
 					break
 				}
+			}
+		}
+	}
+	for r := 0; r < len(s.recent) && bestRank >= 1<<62; r++ {
+		i := s.recent[(int(s.rc)-1-r)&(len(s.recent)-1)]
+		if i < 0 || i >= s.used {
+			continue
+		}
+		if e := s.at(i); e.key != "" && e.key != keep {
+			if c := s.rank(i, now, r); c < bestRank {
+				best, bestRank = i, c
 			}
 		}
 	}
@@ -289,8 +325,11 @@ func (s *shard) evict(now int64, keep string) bool {
 		return false
 	}
 	s.evicted++
-	if bestCost > 0 {
+	if bestRank > 0 {
 		s.evictedLive++
+	}
+	if bestRank >= 1<<62 {
+		s.evictedDenying++
 	}
 	s.remove(best)
 	return true
@@ -308,8 +347,7 @@ func (s *shard) shed(now int64, keep string) {
 // returns its slot.
 func (s *shard) insert(key string, frag uint32, idx uint64, now int64) int32 {
 	s.sweep(now)
-	need := entryBytes + keyBytes(len(key))
-	for s.nkeys >= int(s.max) || s.bytes+need > s.maxBytes {
+	for s.nkeys >= int(s.max) || s.bytes+s.need(len(key)) > s.maxBytes {
 		if !s.evict(now, key) {
 			break
 		}
@@ -325,8 +363,11 @@ func (s *shard) insert(key string, frag uint32, idx uint64, now int64) int32 {
 	}
 	e := s.at(i)
 	*e = entry{key: s.hold(i, key), tag: idx << idxShift}
+	*s.denyAt(i) = 0
+	s.recent[s.rc&3] = i
+	s.rc++
 	s.indexPut(frag, i)
-	s.bytes += need
+	s.bytes += keyBytes(len(key))
 	return i
 }
 
@@ -334,22 +375,28 @@ func (s *shard) insert(key string, frag uint32, idx uint64, now int64) int32 {
 // larger first page (small shards stay small).
 func (s *shard) grow(i int32) {
 	p := int(i >> pageShift)
+	if p < len(s.pages) && (p > 0 || int(i) < len(s.pages[0].e)) {
+		return
+	}
+	before := s.layoutBytes()
+	defer func() { s.bytes += s.layoutBytes() - before }()
 	switch {
 	case p == len(s.pages):
 		n := pageSize
 		if p == 0 {
 			n = firstPage
 		}
-		s.pages = append(s.pages, page{make([]entry, n), make([][inlineKey]byte, n)})
+		s.pages = append(s.pages, page{make([]entry, n), make([][inlineKey]byte, n), make([]int64, n)})
 	case p == 0 && int(i) == len(s.pages[0].e):
 		// By half again, not twice: a shard that stops at a few hundred
 		// keys leaves fewer slots unused (at 10k keys in 64 shards, 46
 		// rather than 100 each, 23 rather than 51 bytes a key).
 		old := s.pages[0]
 		n := min(pageSize, len(old.e)*3/2)
-		pg := page{make([]entry, n), make([][inlineKey]byte, n)}
+		pg := page{make([]entry, n), make([][inlineKey]byte, n), make([]int64, n)}
 		copy(pg.e, old.e)
 		copy(pg.k, old.k)
+		copy(pg.deny, old.deny)
 		for j := range old.e { // short keys point into the new key area
 			if e := &pg.e[j]; s.inKeyArea(int32(j)) {
 				e.key = unsafe.String(&pg.k[j][0], len(e.key))
@@ -401,6 +448,9 @@ func (s *shard) apply(d *ringlimit.Decision, key string, frag uint32, rule ringl
 					s.dirty = append(s.dirty, i)
 				}
 			}
+			if d.Remaining == 0 {
+				s.exhausted(i, d, rule.Algorithm, &s.p, now, n)
+			}
 			return true, nil
 		}
 	}
@@ -429,7 +479,7 @@ func (s *shard) decideAt(d *ringlimit.Decision, key string, frag uint32, i int32
 			st = &e.st
 		}
 	}
-	old := st.bytes()
+	old := st.logCap() // a log's bytes change only with its capacity: no count on the way
 	until := decide(d, st, alg, p, now, n, consume)
 	if consume && d.Allowed {
 		if !ok {
@@ -437,18 +487,22 @@ func (s *shard) decideAt(d *ringlimit.Decision, key string, frag uint32, i int32
 			e = s.at(i)
 		}
 		if st == &fresh {
-			old = e.st.bytes()
+			old = e.st.logCap()
 			e.st, e.tag = fresh, tag
+			*s.denyAt(i) = 0 // the state it denied by is gone
 		}
 		e.until = until
-		if b := e.st.bytes(); b != old {
-			s.bytes += b - old
+		if c := e.st.logCap(); c != old {
+			s.bytes += logBytes(c) - logBytes(old)
 			s.shed(now, key)
 		}
 		if s.track && e.tag&dirtyBit == 0 {
 			e.tag |= dirtyBit
 			s.dirty = append(s.dirty, i)
 		}
+	}
+	if d.Remaining == 0 && e != nil && e.tag&^dirtyBit == tag && e.until > now {
+		s.exhausted(i, d, alg, p, now, n)
 	}
 }
 
@@ -496,6 +550,7 @@ func (s *shard) applyAll(ds []ringlimit.Decision, key string, frag uint32, rules
 	}
 	if consume && !s.l.hooks.skipFast() && s.inPlace(ds, rules, &slots, &es, now, n) {
 		s.l.hooks.decidedFast()
+		s.exhaustedAll(ds, key, frag, rules, now)
 		return true, nil
 	}
 	// Each rule decides on a copy of its state as if it recorded the hits
@@ -534,6 +589,7 @@ func (s *shard) applyAll(ds []ringlimit.Decision, key string, frag uint32, rules
 		all = all && ds[j].Allowed
 	}
 	if !consume {
+		s.exhaustedAll(ds, key, frag, rules, now)
 		return true, nil
 	}
 	if !all {
@@ -543,6 +599,7 @@ func (s *shard) applyAll(ds []ringlimit.Decision, key string, frag uint32, rules
 				s.decideAt(&ds[j], key, frag, i, i != none, uint64(j), r.Algorithm, &s.multi[j].p, now, n, false)
 			}
 		}
+		s.exhaustedAll(ds, key, frag, rules, now)
 		return true, nil
 	}
 	for j, r := range rules {
@@ -559,7 +616,25 @@ func (s *shard) applyAll(ds []ringlimit.Decision, key string, frag uint32, rules
 			s.record(key, frag, i, uint64(j), tagOf(r.Algorithm, uint64(j), &s.multi[j].p), &sts[j], untils[j], now)
 		}
 	}
+	s.exhaustedAll(ds, key, frag, rules, now)
 	return true, nil
+}
+
+// exhaustedAll records, for each of key's states at the rules' indexes
+// whose decision in ds left nothing remaining, until when it denies (see
+// exhausted). It costs a test per rule when every rule left room.
+func (s *shard) exhaustedAll(ds []ringlimit.Decision, key string, frag uint32, rules []ringlimit.Rule, now int64) {
+	for j, r := range rules {
+		if ds[j].Remaining != 0 {
+			continue
+		}
+		p := &s.multi[j].p
+		if i, ok := s.lookup(key, frag, uint64(j)); ok {
+			if e := s.at(i); e.tag&^dirtyBit == tagOf(r.Algorithm, uint64(j), p) && e.until > now {
+				s.exhausted(i, &ds[j], r.Algorithm, p, now, 0)
+			}
+		}
+	}
 }
 
 // inPlace is applyAll's common case, n > 0 hits on a key whose every state
@@ -633,6 +708,9 @@ func (s *shard) record(key string, frag uint32, i int32, idx, tag uint64, st *st
 	if e.st.log != nil { // the slot's state was a sliding log's
 		s.bytes -= e.st.bytes()
 		e.st.log = nil
+	}
+	if e.tag&^dirtyBit != tag {
+		*s.denyAt(i) = 0 // the state it denied by, under another rule, is gone
 	}
 	e.st.a, e.st.b, e.st.c = st.a, st.b, st.c // the ints alone: no pointer write, no write barrier
 	e.tag, e.until = tag|e.tag&dirtyBit, until
