@@ -546,6 +546,9 @@ func (c *Core) Pulled(key string, h uint64, from string, a Answer, held *Version
 		if c.bugs&BugSkipLoad != 0 {
 			return c.conclude(key, f, Action{Kind: Decide})
 		}
+		if m := c.marks[key]; m != nil && m.to != c.self && m.copy != nil {
+			return c.conclude(key, f, Action{Kind: Decide}) // (sends the calls after the copy)
+		}
 		if o := c.Owner(h); o != c.self {
 			return c.conclude(key, f, Action{Kind: Forward, To: o})
 		}
@@ -556,6 +559,11 @@ func (c *Core) Pulled(key string, h uint64, from string, a Answer, held *Version
 		f.asked = append(f.asked, to)
 		f.tries, f.inc = 0, inc
 		return Action{Kind: Pull, To: to, Inc: inc}
+	}
+	if m := c.marks[key]; m != nil && m.to != c.self && m.copy != nil {
+		// This node gave the state away while its pull was out, and the
+		// push is not confirmed: the state is there, or comes back here.
+		return c.conclude(key, f, Action{Kind: Decide}) // (sends the calls after the copy)
 	}
 	if o := c.Owner(h); o != c.self {
 		// The ring moved on while the pull was out: the key starts at its
