@@ -736,6 +736,16 @@ func (c *Core) Pending(key, to string) (*ringlimit.State, Version, bool) {
 	return m.copy, m.ver, true
 }
 
+// MarkInc is the incarnation of the member key's state was given to, as
+// this node knew it then (0: unknown): a push of it is meant for that
+// incarnation only (Arrival.Inc).
+func (c *Core) MarkInc(key string) uint64 {
+	if m := c.marks[key]; m != nil {
+		return m.inc
+	}
+	return 0
+}
+
 // HasCopy reports whether this node keeps a copy of key's state for a
 // member it gave it to (not confirmed yet).
 func (c *Core) HasCopy(key string) bool {
@@ -771,6 +781,7 @@ type Arrival struct {
 	Key  string
 	Hash uint64
 	From string
+	Inc  uint64 // the incarnation of this node the push was meant for (0: any)
 	Ver  Version
 	Has  bool    // a state is here already
 	Held Version // its version, if Has
@@ -784,6 +795,11 @@ type Arrival struct {
 // A node that leaves refuses every state (refused): its sender keeps it
 // (TakeBack), since what arrives now could stay behind.
 func (c *Core) Arrived(a Arrival) (install bool, on string, refused bool) {
+	if a.Inc != 0 && a.Inc != c.Inc {
+		// Meant for an earlier incarnation of this node, which is gone:
+		// the sender keeps it (it may have taken its copy back already).
+		return false, "", true
+	}
 	// A copy of a state that arrived here before (a retried push whose
 	// answer was lost) is acknowledged, not refused: its sender must not
 	// take back what this node installed.

@@ -498,7 +498,7 @@ func (s *sim) pushAll(n *snode) {
 			delete(n.vers, key)
 			c := st
 			n.core.Gave(key, to, ver, &c, st.Until)
-			items = append(items, pushed{key, st, ver})
+			items = append(items, pushed{key, st, ver, n.core.MarkInc(key)})
 		}
 		if len(items) > 0 {
 			s.push(n, to, items, 0)
@@ -511,6 +511,7 @@ type pushed struct {
 	key string
 	st  ringlimit.State
 	ver Version
+	inc uint64 // the incarnation it is meant for
 }
 
 func (s *sim) push(n *snode, to string, items []pushed, try int) {
@@ -555,7 +556,7 @@ func (s *sim) push(n *snode, to string, items []pushed, try int) {
 			var again []pushed
 			for _, it := range items {
 				if st, ver, ok := n.core.Pending(it.key, to); ok {
-					again = append(again, pushed{it.key, *st, ver})
+					again = append(again, pushed{it.key, *st, ver, it.inc})
 				}
 			}
 			if len(again) > 0 {
@@ -578,7 +579,7 @@ func (s *sim) push(n *snode, to string, items []pushed, try int) {
 func (s *sim) arrive(t *snode, from string, it pushed) bool {
 	h := ring.Hash(it.key)
 	held := s.held(t, it.key)
-	install, on, refused := t.core.Arrived(Arrival{Key: it.key, Hash: h, From: from, Ver: it.ver, Has: held != nil, Held: ptrOr(held), Now: s.nodeNow(t)})
+	install, on, refused := t.core.Arrived(Arrival{Key: it.key, Hash: h, From: from, Inc: it.inc, Ver: it.ver, Has: held != nil, Held: ptrOr(held), Now: s.nodeNow(t)})
 	s.logf("%s arrived %s from %s ver %v: install=%v on=%q refused=%v", t.name, it.key, from, it.ver, install, on, refused)
 	if refused {
 		return false
@@ -595,7 +596,7 @@ func (s *sim) arrive(t *snode, from string, it pushed) bool {
 			c := st
 			t.core.Gave(it.key, on, ver, &c, st.Until)
 			delete(t.vers, it.key)
-			s.push(t, on, []pushed{{it.key, st, ver}}, 0)
+			s.push(t, on, []pushed{{it.key, st, ver, t.core.MarkInc(it.key)}}, 0)
 		}
 	}
 	return true
@@ -954,7 +955,7 @@ func (s *sim) pushStray(n *snode, key string) {
 		delete(n.vers, key)
 		c := st
 		n.core.Gave(key, to, ver, &c, st.Until)
-		s.push(n, to, []pushed{{key, st, ver}}, 0)
+		s.push(n, to, []pushed{{key, st, ver, n.core.MarkInc(key)}}, 0)
 	}
 }
 
