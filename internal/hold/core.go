@@ -136,6 +136,10 @@ type Action struct {
 	Install bool
 	St      *ringlimit.State
 	Ver     Version
+	// Pull: Gone (in its incarnation GoneInc) was found gone: the member
+	// asked named it, and may hold a copy it pushed there (Ask.Gone).
+	Gone    string
+	GoneInc uint64
 }
 
 // Call is a call for one key, as the core sees it.
@@ -170,6 +174,7 @@ const (
 type Answer struct {
 	Kind AnswerKind
 	To   string           // MovedTo
+	Inc  uint64           // MovedTo: To's incarnation, as the answerer knew it (0: unknown)
 	St   *ringlimit.State // State; nil is a key whose state expired
 	Ver  Version          // State
 }
@@ -195,10 +200,12 @@ type source struct {
 
 // flight is one pull in progress for a key: the members asked so far.
 type flight struct {
-	asked []string
-	tries int    // unanswered pulls of the last member asked
-	inc   uint64 // the incarnation of the last member asked
-	ceded string // this node answered a pull of the key meanwhile and gave way to this member
+	asked   []string
+	namedBy map[string]string // a member asked -> the member whose MovedTo named it
+	hinted  bool              // a Gone has been reported back once
+	tries   int               // unanswered pulls of the last member asked
+	inc     uint64            // the incarnation of the last member asked
+	ceded   string            // this node answered a pull of the key meanwhile and gave way to this member
 }
 
 // Core is the ownership state of one node. It is not safe for simultaneous
@@ -515,8 +522,12 @@ func (c *Core) Pulled(key string, h uint64, from string, a Answer, held *Version
 		// pull of its own was out, and hold the state now.)
 		if a.To != "" && a.To != c.self && len(f.asked) < maxPullSteps {
 			f.asked = append(f.asked, a.To)
-			f.tries, f.inc = 0, 0
-			return Action{Kind: Pull, To: a.To}
+			f.tries, f.inc = 0, a.Inc
+			if f.namedBy == nil {
+				f.namedBy = map[string]string{}
+			}
+			f.namedBy[a.To] = from
+			return Action{Kind: Pull, To: a.To, Inc: a.Inc}
 		}
 	case Mine:
 		// from is taking the key (or won the tie with this node): the
@@ -527,6 +538,15 @@ func (c *Core) Pulled(key string, h uint64, from string, a Answer, held *Version
 		}
 		return Action{Kind: Forward, To: from}
 	case Unreachable, Gone:
+		if by := f.namedBy[from]; a.Kind == Gone && by != "" && !f.hinted && len(f.asked) < maxPullSteps {
+			// from was named by by, and its incarnation is gone: by may
+			// hold a copy of what it pushed there. Tell it, and ask again.
+			f.hinted = true
+			f.asked = append(f.asked, by)
+			gone, inc := from, f.inc
+			f.tries, f.inc = 0, 0
+			return Action{Kind: Pull, To: by, Gone: gone, GoneInc: inc}
+		}
 		if m := c.marks[key]; m != nil && m.to == from && m.copy != nil && (a.Kind == Gone || f.tries >= maxPullTries-1) {
 			// This node pushed the state to from, which is gone (or
 			// cannot be reached) before it confirmed: the copy is the
@@ -635,8 +655,13 @@ type Ask struct {
 	// member is never sent back to one of them, so a cycle of members
 	// that each name the other ends with a definite answer.
 	Path []string
-	Has  bool // the key's state is in the local store
-	Now  int64
+	// Gone, in its incarnation GoneInc, was found gone by the asker after
+	// this node named it (see Action.Gone): a copy this node pushed there
+	// is the state, and goes to the asker.
+	Gone    string
+	GoneInc uint64
+	Has     bool // the key's state is in the local store
+	Now     int64
 }
 
 // Reply is what this node answers to a pull. With Give the shell takes the
@@ -663,6 +688,14 @@ func (c *Core) Asked(a Ask) Reply {
 			return Reply{Keep: true}
 		}
 		return Reply{Give: true}
+	}
+	if m := c.liveMark(a.Key, a.Now); m != nil && a.Gone != "" && m.to == a.Gone && m.copy != nil &&
+		(a.GoneInc == 0 || m.inc == 0 || m.inc == a.GoneInc) {
+		// The member this node pushed the state to is gone in the
+		// incarnation it was pushed to: the copy is the state, and goes
+		// to the asker (kept as its copy until it confirms).
+		c.setMark(a.Key, &mark{to: a.From, ver: m.ver, copy: m.copy, until: m.until, served: true})
+		return Reply{Copy: m.copy, Ver: m.ver, A: Answer{Kind: State, St: m.copy, Ver: m.ver}}
 	}
 	if m := c.liveMark(a.Key, a.Now); m != nil && m.to == a.From && m.copy != nil {
 		// Every pull of its gets the copy until it confirms one: an
@@ -692,10 +725,10 @@ func (c *Core) Asked(a Ask) Reply {
 		if m.to == a.From {
 			return Reply{A: Answer{Kind: None}} // it confirmed it
 		}
-		return Reply{A: Answer{Kind: MovedTo, To: m.to}}
+		return Reply{A: Answer{Kind: MovedTo, To: m.to, Inc: m.inc}}
 	}
-	if o, _ := c.nextSource(a.Key, a.Hash, append(a.Path[:len(a.Path):len(a.Path)], a.From)); o != "" {
-		return Reply{A: Answer{Kind: MovedTo, To: o}}
+	if o, inc := c.nextSource(a.Key, a.Hash, append(a.Path[:len(a.Path):len(a.Path)], a.From)); o != "" {
+		return Reply{A: Answer{Kind: MovedTo, To: o, Inc: inc}}
 	}
 	if earlier {
 		return Reply{A: Answer{Kind: Gone}}

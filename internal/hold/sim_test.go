@@ -805,7 +805,9 @@ func (s *sim) storeDecide(n *snode, c *scall) {
 }
 
 // pull asks to for key's state on n's behalf.
-func (s *sim) pull(n *snode, key, to string, want uint64) {
+func (s *sim) pull(n *snode, key, to string, want uint64) { s.pullGone(n, key, to, want, "", 0) }
+
+func (s *sim) pullGone(n *snode, key, to string, want uint64, gone string, goneInc uint64) {
 	inc := n.inc
 	h := ring.Hash(key)
 	path := slices.Clone(n.core.Path(key))
@@ -813,7 +815,7 @@ func (s *sim) pull(n *snode, key, to string, want uint64) {
 	s.rpc(n.name, to, 80*ms, func(reply func(func())) {
 		t := s.nodes[to]
 		defer func() { s.logf("%s asked %s by %s", t.name, key, n.name) }()
-		r := t.core.Asked(Ask{Key: key, Hash: h, From: n.name, Inc: want, Path: path, Has: t.lim.Has(key), Now: s.nodeNow(t)})
+		r := t.core.Asked(Ask{Key: key, Hash: h, From: n.name, Inc: want, Path: path, Gone: gone, GoneInc: goneInc, Has: t.lim.Has(key), Now: s.nodeNow(t)})
 		a := r.A
 		switch {
 		case r.Give:
@@ -873,7 +875,7 @@ func (s *sim) pulled(n *snode, key, from string, a Answer) {
 	}
 	switch act.Kind {
 	case Pull:
-		s.pull(n, key, act.To, act.Inc)
+		s.pullGone(n, key, act.To, act.Inc, act.Gone, act.GoneInc)
 	case Load:
 		s.load(n, key)
 	case Decide:
