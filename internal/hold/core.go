@@ -569,6 +569,12 @@ func (c *Core) Pulled(key string, h uint64, from string, a Answer, held *Version
 		if m := c.marks[key]; m != nil && m.to != c.self && m.copy != nil {
 			return c.conclude(key, f, Action{Kind: Decide}) // (sends the calls after the copy)
 		}
+		if to, inc := c.nextSource(key, h, f.asked); to != "" && len(f.asked) < maxPullSteps {
+			// One lead lost; the others may hold it.
+			f.asked = append(f.asked, to)
+			f.tries, f.inc = 0, inc
+			return Action{Kind: Pull, To: to, Inc: inc}
+		}
 		if o := c.Owner(h); o != c.self {
 			return c.conclude(key, f, Action{Kind: Forward, To: o})
 		}
