@@ -410,6 +410,13 @@ func FuzzParse(f *testing.F) {
 	f.Add(record(nil, appendRequest(nil, 6, &Request{Op: OpReset, Key: "k"})))
 	tx, _ := fuzzKeys()
 	f.Add(record(tx, appendRequest(nil, 7, &Request{Op: OpReset, Key: "k"})))
+	// Bad calls in good frames: a window over ringlimit.MaxWindow, too many
+	// rules; and a record that announces the most bytes and brings few.
+	over := appendRequest(nil, 8, &Request{Op: OpAllow, Key: "k", Rule: rule, N: 1})
+	binary.BigEndian.PutUint64(over[headerLen+1+8:], uint64(maxWindowMs+1))
+	f.Add(over)
+	f.Add(appendRequest(nil, 9, &Request{Op: OpAllowAll, Key: "k", Rules: make([]ringlimit.Rule, ringlimit.MaxRules+1), N: 1}))
+	f.Add(binary.BigEndian.AppendUint32(nil, maxRecord))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		checkFrame(t, b)
 
@@ -474,6 +481,11 @@ func checkFrame(t *testing.T, b []byte, more ...byte) {
 		return
 	}
 	r, err := parseRequest(typ, body)
+	// A request either does not parse (the connection closes) or is a bad
+	// call (answered): never both, and nothing else.
+	if malformed, bad := errors.Is(err, ErrMalformed), errors.Is(err, ringlimit.ErrInvalidRule); err != nil && malformed == bad {
+		t.Fatalf("request error %v: malformed %v, bad call %v", err, malformed, bad)
+	}
 	if err != nil {
 		return
 	}

@@ -98,6 +98,11 @@ type Stats struct {
 	// connection. BodyTimeouts counts connections closed because a record
 	// stalled after its first byte; IdleClosed those closed for idleness.
 	RejectedFrames, BodyTimeouts, IdleClosed uint64
+	// BadCalls counts requests that parsed into a call no rule can make
+	// (a window over ringlimit.MaxWindow, a count of rules out of range):
+	// each was answered with ringlimit.ErrInvalidRule, and its connection
+	// kept.
+	BadCalls uint64
 }
 
 // Server accepts peer connections and serves their requests.
@@ -117,6 +122,7 @@ type Server struct {
 	nConns, nHandshakes                        atomic.Int64
 	refusedCap, refusedHandshakes, refusedAuth atomic.Uint64
 	rejectedFrames, bodyTimeouts, idleClosed   atomic.Uint64
+	badCalls                                   atomic.Uint64
 	readerWaits                                atomic.Uint64 // a reader waited for its connection's bound (tests)
 	idleDrops                                  atomic.Uint64 // connections that dropped their buffers for idleness (tests)
 }
@@ -170,6 +176,7 @@ func (s *Server) Stats() Stats {
 		RejectedFrames:    s.rejectedFrames.Load(),
 		BodyTimeouts:      s.bodyTimeouts.Load(),
 		IdleClosed:        s.idleClosed.Load(),
+		BadCalls:          s.badCalls.Load(),
 	}
 }
 
@@ -376,6 +383,10 @@ func (sc *sconn) run() {
 			return
 		}
 		req, err := parseRequest(typ, body)
+		if err != nil && !errors.Is(err, ErrMalformed) {
+			sc.badCall(id, err) // a bad call in a good frame: answered, the connection carries on
+			continue
+		}
 		if err != nil {
 			sc.failed(err)
 			return
@@ -426,6 +437,21 @@ func (sc *sconn) run() {
 // the reader writes it at the end of its burst.
 func (sc *sconn) serveQuick(id uint64, req *Request) {
 	res := sc.s.cfg.Handler.Serve(sc.s.ctx, req)
+	sc.wr.mu.Lock()
+	st := sc.wr.begin()
+	sc.wr.buf = appendResult(sc.wr.buf, id, &res)
+	sc.wr.end(st)
+	sc.wr.mu.Unlock()
+}
+
+// badCall answers a request that parsed into a call no rule can make (see
+// parseRequest) with its error, on the reader, as serveQuick does.
+func (sc *sconn) badCall(id uint64, err error) {
+	s := sc.s
+	s.badCalls.Add(1)
+	s.log.Warn("peer: bad call", "peer: answered calls no rule can make with an error (a peer of another release?)",
+		"remote", sc.nc.RemoteAddr().String(), "err", err)
+	res := Result{Err: err}
 	sc.wr.mu.Lock()
 	st := sc.wr.begin()
 	sc.wr.buf = appendResult(sc.wr.buf, id, &res)
