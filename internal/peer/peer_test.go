@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -387,6 +388,19 @@ type fuzzConn struct{ *bytes.Reader }
 
 func (fuzzConn) SetReadDeadline(time.Time) error { return nil }
 
+// countingConn counts the bytes read through it; its deadlines do nothing.
+type countingConn struct {
+	r io.Reader
+	n int
+}
+
+func (c *countingConn) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.n += n
+	return n, err
+}
+func (*countingConn) SetReadDeadline(time.Time) error { return nil }
+
 // fuzzKeys are a fixed pair of sealers for the fuzz target.
 func fuzzKeys() (tx, rx *sealer) {
 	k := bytes.Repeat([]byte{7}, keyLen)
@@ -440,6 +454,25 @@ func FuzzParse(f *testing.F) {
 				break
 			}
 			checkFrame(t, appendHeader(nil, typ, id, len(body)), body...)
+		}
+		// The same stream arriving a byte at a time gives the same
+		// records, and the reader's buffer never outgrows twice what
+		// arrived (or startBuf): an announced length costs nothing.
+		rd = reader{c: fuzzConn{bytes.NewReader(b)}}
+		slow := &countingConn{r: iotest.OneByteReader(bytes.NewReader(b))}
+		rd2 := reader{c: slow}
+		for {
+			typ, id, body, err := rd.next()
+			typ2, id2, body2, err2 := rd2.next()
+			if (err == nil) != (err2 == nil) || typ != typ2 || id != id2 || !bytes.Equal(body, body2) {
+				t.Fatalf("a byte at a time: %d %d %x %v; at once: %d %d %x %v", typ2, id2, body2, err2, typ, id, body, err)
+			}
+			if len(rd2.buf) > max(startBuf, 2*slow.n) {
+				t.Fatalf("a buffer of %d bytes after %d arrived", len(rd2.buf), slow.n)
+			}
+			if err != nil {
+				break
+			}
 		}
 		// b as a stream of sealed records: what opens is exactly the
 		// sealing of what it opened to.

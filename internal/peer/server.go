@@ -71,9 +71,11 @@ type ServerConfig struct {
 	// MaxInFlight bounds the requests of one connection served at once. If
 	// zero, 64.
 	MaxInFlight int
-	// MaxInFlightBytes bounds the bytes of the request bodies of one
-	// connection being served; a connection over it is not read until its
-	// requests are answered. If zero, 8 MiB (two hand-off batches).
+	// MaxInFlightBytes bounds the bytes of one connection's records being
+	// read or served; a record counts from the moment its length is read,
+	// before its body, and a connection over it is not read until its
+	// requests are answered (a lone record always is). If zero, 8 MiB (two
+	// hand-off batches).
 	MaxInFlightBytes int
 	// Logger receives refused and failed connections, summarised: one line
 	// per kind and LogInterval with a count, never one line each. Nil
@@ -125,6 +127,7 @@ type Server struct {
 	badCalls                                   atomic.Uint64
 	readerWaits                                atomic.Uint64 // a reader waited for its connection's bound (tests)
 	idleDrops                                  atomic.Uint64 // connections that dropped their buffers for idleness (tests)
+	pending                                    atomic.Int64  // bytes of records admitted on every connection: being read or served (tests)
 }
 
 // Serve starts serving on ln in the background. Close stops it.
@@ -330,7 +333,7 @@ func (s *Server) serve(c net.Conn) {
 	sc.cond.L = &sc.mu
 	sc.rd = reader{c: c, open: rx, bodyTimeout: s.cfg.BodyTimeout,
 		idleStep: min(time.Second, s.cfg.IdleTimeout/4), idleTimeout: s.cfg.IdleTimeout,
-		onIdle: func() { sc.wr.release(); s.idleDrops.Add(1) }}
+		onIdle: func() { sc.wr.release(); s.idleDrops.Add(1) }, admit: sc.admit}
 	sc.run()
 }
 
@@ -349,7 +352,8 @@ type sconn struct {
 
 	mu       sync.Mutex // guards inflight
 	cond     sync.Cond
-	inflight int // bytes of bodies being served
+	inflight int // bytes of the records admitted: being read or served
+	admitted int // the last record's bytes (the reader's)
 }
 
 type job struct {
@@ -378,36 +382,30 @@ func (sc *sconn) run() {
 		}
 		typ, id, body, err := sc.rd.next()
 		sc.active.Store(true)
+		// The record's bytes, counted by admit when its length was read:
+		// the request gives them back when it is answered.
+		size := sc.admitted
+		sc.admitted = 0
 		if err != nil {
+			sc.release(size)
 			sc.failed(err)
 			return
 		}
 		req, err := parseRequest(typ, body)
-		if err != nil && !errors.Is(err, ErrMalformed) {
+		if err != nil {
+			sc.release(size)
+			if errors.Is(err, ErrMalformed) {
+				sc.failed(err)
+				return
+			}
 			sc.badCall(id, err) // a bad call in a good frame: answered, the connection carries on
 			continue
 		}
-		if err != nil {
-			sc.failed(err)
-			return
-		}
 		if q, ok := s.cfg.Handler.(Quick); ok && q.Quick(&req) {
 			sc.serveQuick(id, &req)
+			sc.release(size)
 			continue
 		}
-		size := len(body)
-		sc.mu.Lock()
-		for sc.inflight > 0 && sc.inflight+size > s.cfg.MaxInFlightBytes {
-			s.readerWaits.Add(1)
-			sc.mu.Unlock()
-			sc.endBurst()
-			sc.mu.Lock()
-			if sc.inflight > 0 && sc.inflight+size > s.cfg.MaxInFlightBytes {
-				sc.cond.Wait()
-			}
-		}
-		sc.inflight += size
-		sc.mu.Unlock()
 		j := job{id: id, req: req, size: size}
 		select {
 		case sc.jobs <- j:
@@ -431,6 +429,41 @@ func (sc *sconn) run() {
 			break
 		}
 	}
+}
+
+// admit counts a record of n bytes, whose length the reader just read,
+// against the connection's in-flight bytes before the reader reads its
+// body: while other requests are in flight and it would take the
+// connection over MaxInFlightBytes, the reader waits for their answers
+// (and writes those queued meanwhile). So what a connection announces, and
+// the reader buffers, stays within the bound beside the bodies being served;
+// a lone record always fits (records are at most MaxStatesBody and a tag).
+// The request it carries gives the bytes back when it is answered.
+func (sc *sconn) admit(n int) {
+	s := sc.s
+	sc.mu.Lock()
+	for sc.inflight > 0 && sc.inflight+n > s.cfg.MaxInFlightBytes {
+		s.readerWaits.Add(1)
+		sc.mu.Unlock()
+		sc.endBurst()
+		sc.mu.Lock()
+		if sc.inflight > 0 && sc.inflight+n > s.cfg.MaxInFlightBytes {
+			sc.cond.Wait()
+		}
+	}
+	sc.inflight += n
+	sc.mu.Unlock()
+	sc.admitted = n
+	s.pending.Add(int64(n))
+}
+
+// release gives back n bytes that admit counted.
+func (sc *sconn) release(n int) {
+	sc.mu.Lock()
+	sc.inflight -= n
+	sc.cond.Broadcast()
+	sc.mu.Unlock()
+	sc.s.pending.Add(-int64(n))
 }
 
 // serveQuick serves a quick request on the reader and queues its answer:
@@ -539,8 +572,5 @@ func (sc *sconn) serveOne(j *job) {
 	} else if err := sc.wr.flush(sc.nc, sc.s.cfg.BodyTimeout); err != nil {
 		sc.nc.Close() // the reader sees it and stops
 	}
-	sc.mu.Lock()
-	sc.inflight -= j.size
-	sc.cond.Broadcast()
-	sc.mu.Unlock()
+	sc.release(j.size)
 }
