@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,6 +62,14 @@ type ServerConfig struct {
 	// quarter of it those from one IP address; beyond either, a new
 	// connection is closed at once. If zero, 32.
 	MaxHandshakes int
+	// Member, if not nil, reports whether an IP address is a current
+	// member's (a node passes its Members.Has). A quarter of the handshake
+	// slots is then kept for members: a connection from any other address
+	// is closed at once while the rest are taken, so a flood from any
+	// number of addresses never keeps a member from connecting. It is
+	// asked only when the other slots are full, on the accepting goroutine:
+	// it must be quick. If nil, no slot is kept.
+	Member func(ip netip.Addr) bool
 	// BodyTimeout bounds the wait for the rest of a record once its first
 	// byte has arrived. If zero, 2 s.
 	BodyTimeout time.Duration
@@ -116,7 +125,7 @@ type Server struct {
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
-	perIP  map[string]int // connections in the handshake by remote IP
+	perIP  map[netip.Addr]int // connections in the handshake by remote IP
 	closed bool
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -158,7 +167,7 @@ func Serve(ln net.Listener, cfg ServerConfig) *Server {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, ln: ln, ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{},
-		perIP: map[string]int{}, log: logsum.New(cfg.Logger, cfg.LogInterval)}
+		perIP: map[netip.Addr]int{}, log: logsum.New(cfg.Logger, cfg.LogInterval)}
 	s.wg.Add(2)
 	go s.accept()
 	go s.flushLog()
@@ -246,8 +255,11 @@ func (s *Server) accept() {
 		}
 		backoff = 0
 		// Over a cap: close before reading anything, so a flood costs
-		// an accept and a close, and no goroutine.
-		if s.nHandshakes.Load() >= int64(s.cfg.MaxHandshakes) {
+		// an accept and a close, and no goroutine. The last slots are
+		// kept for members (ServerConfig.Member).
+		ip := remoteIP(c)
+		if hs := s.nHandshakes.Load(); hs >= int64(s.cfg.MaxHandshakes) ||
+			hs >= int64(s.cfg.MaxHandshakes-s.reserved()) && !s.cfg.Member(ip) {
 			s.refusedHandshakes.Add(1) // counted before the peer sees the close
 			c.Close()
 			s.log.Warn("peer: refused: handshakes", "peer: refused connections: too many in the handshake",
@@ -261,7 +273,6 @@ func (s *Server) accept() {
 				"max", s.cfg.MaxConns, "remote", c.RemoteAddr().String())
 			continue
 		}
-		ip := remoteIP(c)
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
@@ -287,12 +298,22 @@ func (s *Server) accept() {
 	}
 }
 
-// remoteIP is c's remote IP address, "" if it has none.
-func remoteIP(c net.Conn) string {
+// remoteIP is c's remote IP address, the zero Addr if it has none.
+func remoteIP(c net.Conn) netip.Addr {
 	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
-		return string(a.IP.To16())
+		ip, _ := netip.AddrFromSlice(a.IP)
+		return ip.Unmap()
 	}
-	return ""
+	return netip.Addr{}
+}
+
+// reserved is the handshake slots kept for members: a quarter, if the
+// server can tell members.
+func (s *Server) reserved() int {
+	if s.cfg.Member == nil {
+		return 0
+	}
+	return s.cfg.MaxHandshakes / 4
 }
 
 // serve runs one connection: the handshake, then a reader that hands each
