@@ -289,14 +289,15 @@ func (rd *reader) fill(k int) error {
 }
 
 // room makes room to read into a full buffer, on the way to k bytes
-// buffered: it moves what is buffered to the front if that frees half the
-// buffer, else it grows the buffer to twice its size (at least startBuf, at
-// most k). So a buffer grows with the bytes that arrived, to at most twice
-// them, never to a length a record announced but did not bring: a
-// connection that sends a length and nothing more costs startBuf.
+// buffered: it moves what is buffered to the front if k bytes then fit or
+// half the buffer is freed, else it grows the buffer to twice its size (at
+// least startBuf, at most k). So a buffer grows with the bytes that
+// arrived, to at most twice them, never to a length a record announced but
+// did not bring: a connection that sends a length and nothing more costs
+// startBuf.
 func (rd *reader) room(k int) {
 	have, buf := rd.w-rd.r, rd.buf
-	if have >= len(buf)/2 {
+	if k > len(buf) && have >= len(buf)/2 {
 		buf = make([]byte, max(startBuf, min(k, 2*len(buf))))
 	}
 	rd.w = copy(buf, rd.buf[rd.r:rd.w])
