@@ -108,7 +108,7 @@ func TestMemberJoinsThroughHandshakeFlood(t *testing.T) {
 			a := start("a")
 			var from []net.IP
 			for i := range addrs {
-				from = append(from, net.IPv4(127, byte(1+i/250), 0, byte(1+i%250)))
+				from = append(from, net.IPv4(127, 0, byte(1+i/250), byte(1+i%250))) // 127.0.1.1 to 127.0.4.250
 			}
 			stop := handshakeFlood(t, a.RPCAddr(), from, min(64, 8*addrs))
 			defer stop()
