@@ -2,11 +2,13 @@ package node_test
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/ringlimit/ringlimit"
+	"github.com/ringlimit/ringlimit/internal/peer"
 	"github.com/ringlimit/ringlimit/node"
 	"github.com/ringlimit/ringlimit/node/nodetest"
 )
@@ -79,5 +81,54 @@ func TestUnforwardableRuleKeepsThePeerLink(t *testing.T) {
 	}
 	if got := st.Decisions[ringlimit.Peer] - before.Decisions[ringlimit.Peer]; got != callers*calls {
 		t.Fatalf("%d decisions by the owner, want %d", got, callers*calls)
+	}
+}
+
+// A node of an earlier release, whose Validate let such a window pass,
+// forwards it to a node of this one on the connection that carries its
+// other calls: the owner answers that call with ErrInvalidRule, and the
+// calls beside it on the connection are decided as usual. (A peer.Client
+// sends what it is given, as the earlier node did.)
+func TestOwnerAnswersAnOldPeersBadWindow(t *testing.T) {
+	c := nodetest.Start(t, 1, nil)
+	o := c.Nodes[0]
+	cl := peer.NewClient(peer.ClientConfig{Addr: o.RPCAddr(), Name: o.Name(), Secret: nodetest.Secret(), Timeout: 5 * time.Second})
+	defer cl.Close()
+	good := ringlimit.Rule{Limit: 1 << 40, Window: time.Second}
+	bad := ringlimit.Rule{Limit: 1, Window: 1752000 * time.Hour}
+	var wg sync.WaitGroup
+	errs := make(chan error, 400)
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 100 {
+				req := peer.Request{Op: peer.OpAllow, Key: fmt.Sprint("k", g, i), Rule: good, N: 1}
+				wantBad := i%10 == 0
+				switch {
+				case wantBad && g%2 == 0:
+					req.Rule = bad
+				case wantBad:
+					req = peer.Request{Op: peer.OpAllowAll, Key: req.Key, Rules: []ringlimit.Rule{good, bad}, N: 1}
+				}
+				res, err := cl.Do(ctx, &req)
+				switch {
+				case err != nil:
+					errs <- err
+				case wantBad && !errors.Is(res.Err, ringlimit.ErrInvalidRule):
+					errs <- fmt.Errorf("bad window %+v: %+v, want ErrInvalidRule", req, res)
+				case !wantBad && (res.Err != nil || !res.Decision.Allowed):
+					errs <- fmt.Errorf("%+v beside bad calls: %+v", req, res)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if st := o.Stats().Peer; st.RejectedFrames != 0 || st.Conns != 1 || cl.Stats().RejectedFrames != 0 {
+		t.Fatalf("the connection suffered: owner %+v, client %+v", st, cl.Stats())
 	}
 }
