@@ -25,15 +25,15 @@
 // authenticated ones (beyond either, a new connection is closed before
 // anything is read; with ServerConfig.Member a quarter of the handshake
 // slots is kept for the cluster's members, so that no flood from other
-// addresses keeps them out), a deadline on the handshake and on the rest
-// of every record once its first byte arrived, an idle timeout, and per
+// addresses keeps them out), a deadline on the handshake and on the rest of
+// every record once its first byte arrived, an idle timeout, and per
 // connection at most MaxInFlight requests served at once and
-// MaxInFlightBytes of records being read or served (a record counts from the moment its length
-// is read, before its body). Refusals and failures are counted in Stats and
-// logged as one line per kind and interval with a count. Buffers start at
-// 4 KiB, grow as a record's bytes arrive (to at most twice what arrived:
-// never to a length announced and not sent) and are dropped when a
-// connection goes quiet.
+// MaxInFlightBytes of records being read or served (a record counts from
+// the moment its length is read, before its body). Refusals and failures
+// are counted in Stats and logged as one line per kind and interval with a
+// count. Buffers start at 4 KiB, grow as a record's bytes arrive (to at
+// most twice what arrived: never to a length announced and not sent) and
+// are dropped when a connection goes quiet.
 //
 // # Concurrency
 //
