@@ -113,7 +113,7 @@ func TestMemberJoinsThroughHandshakeFlood(t *testing.T) {
 			stop := handshakeFlood(t, a.RPCAddr(), from, min(64, 8*addrs))
 			defer stop()
 			const slots, kept = 32, 8
-			waitUntil(t, 10*time.Second, func() bool { return a.Stats().Peer.Handshakes >= slots-kept })
+			waitFor(t, 10*time.Second, "the flood filling the handshake slots", func() bool { return a.Stats().Peer.Handshakes >= slots-kept })
 
 			b := start("b", a.GossipAddr())
 			keys := keysOwnedBy(b, "a", 1)
@@ -142,17 +142,5 @@ func TestMemberJoinsThroughHandshakeFlood(t *testing.T) {
 				t.Fatalf("a holds no connection from b: %+v", st)
 			}
 		})
-	}
-}
-
-// waitUntil polls cond until it holds, or fails the test after timeout.
-func waitUntil(t *testing.T, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not reached in %s", timeout)
-		}
-		time.Sleep(5 * time.Millisecond) // polling, with a deadline
 	}
 }
