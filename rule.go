@@ -77,13 +77,22 @@ func (a *Algorithm) UnmarshalText(b []byte) error {
 //
 //   - Window is a whole number of milliseconds, at least 1 ms;
 //   - max(Limit, Burst) × Window-in-ms ≤ MaxCapacityWindow (2^51);
-//   - a SlidingLog Window is at most MaxLogWindow (2^32-1 ms, about 49 days).
+//   - a SlidingLog Window is at most MaxLogWindow (2^32-1 ms, about 49 days);
+//   - any Window is at most MaxWindow (about 146 years).
 //
 // This covers every Window from 1 ms to 24 h with Limit and Burst up to
 // 1,000,000 (and far beyond: 24 h allows up to 26 million).
 const (
 	MaxCapacityWindow = 1 << 51
 	MaxLogWindow      = (1<<32 - 1) * time.Millisecond
+	// MaxWindow is the longest Window of any rule: 2^62 ns in whole
+	// milliseconds, about 146 years. It is the one bound that Validate, the
+	// peer wire (internal/peer, which carries the window in milliseconds
+	// and has accepted up to this since its first version) and the Valkey
+	// scripts (whose instants and TTLs stay below 2^53 with it) share, so
+	// every rule that validates can be forwarded to any node, one of an
+	// earlier release included.
+	MaxWindow = 1 << 62 / time.Millisecond * time.Millisecond
 	// MaxKeyLen is the longest key any Limiter accepts, in bytes.
 	MaxKeyLen = 4096
 )
@@ -108,6 +117,8 @@ func (r Rule) Validate() error {
 		return fmt.Errorf("%w: window %s is not positive", ErrInvalidRule, r.Window)
 	case r.Window%time.Millisecond != 0:
 		return fmt.Errorf("%w: window %s is not a whole number of milliseconds", ErrInvalidRule, r.Window)
+	case r.Window > MaxWindow:
+		return fmt.Errorf("%w: window %s is over %s", ErrInvalidRule, r.Window, MaxWindow)
 	case r.Burst < 0:
 		return fmt.Errorf("%w: burst %d is negative", ErrInvalidRule, r.Burst)
 	case r.Algorithm == SlidingLog && r.Window > MaxLogWindow:

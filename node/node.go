@@ -34,7 +34,8 @@ type Node struct {
 	states  stateStore   // the store's state access for write-behind and loads; nil if none
 	closer  func() error // closes the store's client, if the node made one
 
-	peers peerTable
+	peers     peerTable
+	memberIPs peer.Members // the members' addresses, for the peer server's kept handshake slots
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -119,6 +120,7 @@ func New(cfg Config) (*Node, error) {
 		Handler:  ownerHandler{n},
 		Logger:   cfg.Logger,
 		MaxConns: cfg.MaxPeerConns,
+		Member:   n.memberIPs.Has,
 	})
 
 	rc, err := n.ringConfig(rpcAdvertise)

@@ -126,6 +126,13 @@ func (t *peerTable) update(ev ring.Event) {
 	for _, pc := range gone {
 		t.closeConn(pc)
 	}
+	addrs := make([]string, 0, ev.Ring.Len()) // the members' addresses keep their handshake slots
+	for _, name := range ev.Ring.Members() {
+		if addr, ok := t.n.members.RPCAddr(name); ok {
+			addrs = append(addrs, addr)
+		}
+	}
+	t.n.memberIPs.Set(addrs)
 	t.n.ringChanged(ev.Ring)
 	if len(ev.Joined)+len(ev.Left) > 0 {
 		t.n.cfg.Logger.Info("node: membership changed", "node", t.n.name,

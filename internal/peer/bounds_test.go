@@ -1,12 +1,13 @@
 package peer
 
 import (
-	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -269,4 +270,67 @@ func TestClientClosesIdleConnections(t *testing.T) {
 	}
 }
 
-var _ = bytes.Contains
+// With ServerConfig.Member, a quarter of the handshake slots is kept for
+// members' addresses: half-open handshakes from other addresses take the
+// rest and no more, and a member still connects and is served. The
+// per-address cap holds for members too.
+func TestMembersKeepHandshakeSlots(t *testing.T) {
+	member := netip.MustParseAddr("127.0.0.9")
+	var m Members
+	m.Set([]string{"127.0.0.9:7947", "node-b.example:7947", "[::1]:1"})
+	if !m.Has(member) || m.Has(netip.MustParseAddr("127.0.1.1")) {
+		t.Fatal("Members does not hold what it was set to")
+	}
+	s := Serve(listen(t), ServerConfig{Secret: secret, Handler: &truthHandler{}, MaxHandshakes: 8, Member: m.Has})
+	defer s.Close()
+	dial := func(ip string) net.Conn {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+		nc, err := d.Dial("tcp", s.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		return nc
+	}
+	greeted := func(nc net.Conn) bool {
+		nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		n, _ := io.ReadFull(nc, make([]byte, len(magic)+1+nonceLen+1))
+		return n > 0
+	}
+	// Six addresses take the six slots not kept.
+	for i := range 6 {
+		if !greeted(dial(fmt.Sprintf("127.0.1.%d", i+1))) {
+			t.Fatalf("flood connection %d refused with slots free", i)
+		}
+	}
+	waitFor(t, func() bool { return s.Stats().Handshakes == 6 })
+	for i := range 20 {
+		if greeted(dial(fmt.Sprintf("127.0.2.%d", i+1))) {
+			t.Fatalf("another address took a slot kept for members (%d)", i)
+		}
+	}
+	// The member connects through the flood, and is served.
+	c := NewClient(ClientConfig{Addr: s.Addr().String(), Secret: secret, Timeout: 5 * time.Second,
+		Dial: func(ctx context.Context, addr string) (net.Conn, error) {
+			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IP(member.AsSlice())}}
+			return d.DialContext(ctx, "tcp", addr)
+		}})
+	defer c.Close()
+	if res, err := c.Do(context.Background(), &Request{Op: OpAllow, Key: "k", Rule: rule, N: 1}); err != nil || res.Decision != truth("k") {
+		t.Fatalf("the member through the flood: %+v, %v", res, err)
+	}
+	// The member's own half-open handshakes take the kept slots, and the
+	// server's cap still holds.
+	for range 2 {
+		if !greeted(dial("127.0.0.9")) {
+			t.Fatal("a member refused with kept slots free")
+		}
+	}
+	waitFor(t, func() bool { return s.Stats().Handshakes == 8 })
+	if greeted(dial("127.0.0.9")) {
+		t.Fatal("a member served over MaxHandshakes")
+	}
+	if st := s.Stats(); st.RefusedHandshakes != 21 {
+		t.Fatalf("stats %+v, want 21 refused in the handshake", st)
+	}
+}

@@ -23,12 +23,17 @@
 // Against anyone who can reach the listener, the Server bounds what it
 // spends: at most MaxHandshakes connections in the handshake and MaxConns
 // authenticated ones (beyond either, a new connection is closed before
-// anything is read), a deadline on the handshake and on the rest of every
-// record once its first byte arrived, an idle timeout, and per connection
-// at most MaxInFlight requests served at once and MaxInFlightBytes of their
-// bodies. Refusals and failures are counted in Stats and logged as one
-// line per kind and interval with a count. Buffers start at 4 KiB, grow
-// with the records they carry and are dropped when a connection goes quiet.
+// anything is read; with ServerConfig.Member a quarter of the handshake
+// slots is kept for the cluster's members, so that no flood from other
+// addresses keeps them out), a deadline on the handshake and on the rest of
+// every record once its first byte arrived, an idle timeout, and per
+// connection at most MaxInFlight requests served at once and
+// MaxInFlightBytes of records being read or served (a record counts from
+// the moment its length is read, before its body). Refusals and failures
+// are counted in Stats and logged as one line per kind and interval with a
+// count. Buffers start at 4 KiB, grow as a record's bytes arrive (to at
+// most twice what arrived: never to a length announced and not sent) and
+// are dropped when a connection goes quiet.
 //
 // # Concurrency
 //

@@ -202,7 +202,12 @@ func appendRequest(b []byte, id uint64, r *Request) []byte {
 }
 
 // parseRequest parses a request body. The values are not validated here: the
-// owner's limiter validates them as it would a local call.
+// owner's limiter validates them as it would a local call. Its errors wrap
+// ErrMalformed for a body that does not parse (the connection is closed),
+// or ringlimit.ErrInvalidRule for a body that parses into a call no rule
+// can make, as a node of another release may send (a window over
+// ringlimit.MaxWindow, a count of rules out of range): that call is
+// answered with the error, and the connection carries on.
 func parseRequest(typ byte, body []byte) (Request, error) {
 	switch typ {
 	case typeReset:
@@ -223,7 +228,7 @@ func parseRequest(typ byte, body []byte) (Request, error) {
 		from := string(body[1 : 1+body[0]])
 		r, err := parseRequest(typeAllow, body[1+body[0]:])
 		r.From = from
-		if err == nil && from == "" {
+		if from == "" && !errors.Is(err, ErrMalformed) {
 			err = fmt.Errorf("%w: redirected request without a sender", ErrMalformed)
 		}
 		return r, err
@@ -232,16 +237,13 @@ func parseRequest(typ byte, body []byte) (Request, error) {
 			return Request{}, fmt.Errorf("%w: request of %d bytes", ErrMalformed, len(body))
 		}
 		u := func(i int) int64 { return int64(binary.BigEndian.Uint64(body[1+8*i:])) }
-		w := u(1)
-		if w < 0 || w > int64(1<<62/time.Millisecond) {
-			return Request{}, fmt.Errorf("%w: window %d ms", ErrMalformed, w)
-		}
+		w, err := wireWindow(u(1))
 		return Request{
 			Op:   OpAllow,
-			Rule: ringlimit.Rule{Algorithm: ringlimit.Algorithm(body[0]), Limit: u(0), Window: time.Duration(w) * time.Millisecond, Burst: u(2)},
+			Rule: ringlimit.Rule{Algorithm: ringlimit.Algorithm(body[0]), Limit: u(0), Window: w, Burst: u(2)},
 			N:    u(3),
 			Key:  string(body[allowFixed:]),
-		}, nil
+		}, err
 	}
 	return Request{}, fmt.Errorf("%w: type %d is not a request", ErrMalformed, typ)
 }
@@ -280,6 +282,21 @@ func parseStates(body []byte) (Request, error) {
 		return bad()
 	}
 	return r, nil
+}
+
+// maxWindowMs is the longest window a request carries, in milliseconds:
+// ringlimit.MaxWindow, the bound Rule.Validate applies, so every rule that
+// validates travels. Every version of the wire accepts up to it.
+const maxWindowMs = int64(ringlimit.MaxWindow / time.Millisecond)
+
+// wireWindow is the Window of a rule whose window is ms on the wire. A
+// window out of [0, maxWindowMs] is no rule's: the error wraps
+// ringlimit.ErrInvalidRule, and the call is answered with it.
+func wireWindow(ms int64) (time.Duration, error) {
+	if ms < 0 || ms > maxWindowMs {
+		return 0, fmt.Errorf("%w: window of %d ms on the wire, outside 0 to %d", ringlimit.ErrInvalidRule, ms, maxWindowMs)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
 }
 
 // Result body: code u8 | allowed u8 | source u8 | limit i64 | remaining i64 |

@@ -3,7 +3,6 @@ package peer
 import (
 	"encoding/binary"
 	"fmt"
-	"time"
 
 	"github.com/ringlimit/ringlimit"
 )
@@ -39,8 +38,9 @@ func appendAllowAll(b []byte, id uint64, r *Request) []byte {
 }
 
 // parseAllowAll parses an AllowAll request body. The rules are not
-// validated here (the owner does, as for a local call), but their count is
-// bounded by ringlimit.MaxRules.
+// validated here (the owner does, as for a local call), but a count out of 1
+// to ringlimit.MaxRules, or a window no rule may have, is a bad call (an
+// error that wraps ringlimit.ErrInvalidRule: see parseRequest).
 func parseAllowAll(body []byte) (Request, error) {
 	bad := func(what string) (Request, error) {
 		return Request{}, fmt.Errorf("%w: allow-all of %d bytes: %s", ErrMalformed, len(body), what)
@@ -51,27 +51,29 @@ func parseAllowAll(body []byte) (Request, error) {
 	r := Request{Op: OpAllowAll, From: string(body[1 : 1+body[0]])}
 	body2 := body[1+body[0]:]
 	k := int(body2[0])
-	if k == 0 || k > ringlimit.MaxRules {
-		return bad(fmt.Sprintf("%d rules", k))
-	}
 	body2 = body2[1:]
 	if len(body2) < k*ruleLen+8 {
 		return bad("short rules")
 	}
+	r.N = int64(binary.BigEndian.Uint64(body2[k*ruleLen:]))
+	r.Key = string(body2[k*ruleLen+8:])
+	if k == 0 || k > ringlimit.MaxRules {
+		// Well formed, but no call may apply so many rules (a node of a
+		// release with a larger MaxRules might ask): answered, not closed.
+		return r, fmt.Errorf("%w: %d rules, want 1 to %d", ringlimit.ErrInvalidRule, k, ringlimit.MaxRules)
+	}
+	var err error
 	r.Rules = make([]ringlimit.Rule, k)
 	for i := range r.Rules {
 		p := body2[i*ruleLen:]
 		u := func(j int) int64 { return int64(binary.BigEndian.Uint64(p[1+8*j:])) }
-		w := u(1)
-		if w < 0 || w > int64(1<<62/time.Millisecond) {
-			return bad(fmt.Sprintf("window %d ms", w))
+		w, werr := wireWindow(u(1))
+		if werr != nil && err == nil {
+			err = fmt.Errorf("rules[%d]: %w", i, werr)
 		}
-		r.Rules[i] = ringlimit.Rule{Algorithm: ringlimit.Algorithm(p[0]), Limit: u(0), Window: time.Duration(w) * time.Millisecond, Burst: u(2)}
+		r.Rules[i] = ringlimit.Rule{Algorithm: ringlimit.Algorithm(p[0]), Limit: u(0), Window: w, Burst: u(2)}
 	}
-	body2 = body2[k*ruleLen:]
-	r.N = int64(binary.BigEndian.Uint64(body2))
-	r.Key = string(body2[8:])
-	return r, nil
+	return r, err
 }
 
 func appendDecisions(b []byte, ds []ringlimit.Decision) []byte {

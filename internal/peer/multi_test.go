@@ -57,10 +57,15 @@ func TestAllowAllMalformed(t *testing.T) {
 	nine[1] = ringlimit.MaxRules + 1
 	zero := append([]byte(nil), body...)
 	zero[1] = 0
-	for name, b := range map[string][]byte{"empty": nil, "short": body[:20], "nine rules": nine, "no rules": zero} {
+	for name, b := range map[string][]byte{"empty": nil, "short": body[:20], "nine rules, two sent": nine} {
 		if _, err := parseRequest(typeAllowAll, b); !errors.Is(err, ErrMalformed) {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+	// No rules is well formed, but no call: the owner answers it with
+	// ErrInvalidRule and keeps the connection (TestBadCallKeepsTheConnection).
+	if _, err := parseRequest(typeAllowAll, zero); !errors.Is(err, ringlimit.ErrInvalidRule) || errors.Is(err, ErrMalformed) {
+		t.Errorf("no rules: %v", err)
 	}
 	rb := appendResult(nil, 1, &res[0])[headerLen:]
 	for name, b := range map[string][]byte{"cut": rb[:len(rb)-1], "long": append(rb[:len(rb):len(rb)], 0)} {

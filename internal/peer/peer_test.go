@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -387,6 +388,19 @@ type fuzzConn struct{ *bytes.Reader }
 
 func (fuzzConn) SetReadDeadline(time.Time) error { return nil }
 
+// countingConn counts the bytes read through it; its deadlines do nothing.
+type countingConn struct {
+	r io.Reader
+	n int
+}
+
+func (c *countingConn) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.n += n
+	return n, err
+}
+func (*countingConn) SetReadDeadline(time.Time) error { return nil }
+
 // fuzzKeys are a fixed pair of sealers for the fuzz target.
 func fuzzKeys() (tx, rx *sealer) {
 	k := bytes.Repeat([]byte{7}, keyLen)
@@ -410,6 +424,13 @@ func FuzzParse(f *testing.F) {
 	f.Add(record(nil, appendRequest(nil, 6, &Request{Op: OpReset, Key: "k"})))
 	tx, _ := fuzzKeys()
 	f.Add(record(tx, appendRequest(nil, 7, &Request{Op: OpReset, Key: "k"})))
+	// Bad calls in good frames: a window over ringlimit.MaxWindow, too many
+	// rules; and a record that announces the most bytes and brings few.
+	over := appendRequest(nil, 8, &Request{Op: OpAllow, Key: "k", Rule: rule, N: 1})
+	binary.BigEndian.PutUint64(over[headerLen+1+8:], uint64(maxWindowMs+1))
+	f.Add(over)
+	f.Add(appendRequest(nil, 9, &Request{Op: OpAllowAll, Key: "k", Rules: make([]ringlimit.Rule, ringlimit.MaxRules+1), N: 1}))
+	f.Add(binary.BigEndian.AppendUint32(nil, maxRecord))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		checkFrame(t, b)
 
@@ -433,6 +454,25 @@ func FuzzParse(f *testing.F) {
 				break
 			}
 			checkFrame(t, appendHeader(nil, typ, id, len(body)), body...)
+		}
+		// The same stream arriving a byte at a time gives the same
+		// records, and the reader's buffer never outgrows twice what
+		// arrived (or startBuf): an announced length costs nothing.
+		rd = reader{c: fuzzConn{bytes.NewReader(b)}}
+		slow := &countingConn{r: iotest.OneByteReader(bytes.NewReader(b))}
+		rd2 := reader{c: slow}
+		for {
+			typ, id, body, err := rd.next()
+			typ2, id2, body2, err2 := rd2.next()
+			if (err == nil) != (err2 == nil) || typ != typ2 || id != id2 || !bytes.Equal(body, body2) {
+				t.Fatalf("a byte at a time: %d %d %x %v; at once: %d %d %x %v", typ2, id2, body2, err2, typ, id, body, err)
+			}
+			if len(rd2.buf) > max(startBuf, 2*slow.n) {
+				t.Fatalf("a buffer of %d bytes after %d arrived", len(rd2.buf), slow.n)
+			}
+			if err != nil {
+				break
+			}
 		}
 		// b as a stream of sealed records: what opens is exactly the
 		// sealing of what it opened to.
@@ -474,6 +514,11 @@ func checkFrame(t *testing.T, b []byte, more ...byte) {
 		return
 	}
 	r, err := parseRequest(typ, body)
+	// A request either does not parse (the connection closes) or is a bad
+	// call (answered): never both, and nothing else.
+	if malformed, bad := errors.Is(err, ErrMalformed), errors.Is(err, ringlimit.ErrInvalidRule); err != nil && malformed == bad {
+		t.Fatalf("request error %v: malformed %v, bad call %v", err, malformed, bad)
+	}
 	if err != nil {
 		return
 	}

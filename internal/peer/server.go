@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,6 +62,14 @@ type ServerConfig struct {
 	// quarter of it those from one IP address; beyond either, a new
 	// connection is closed at once. If zero, 32.
 	MaxHandshakes int
+	// Member, if not nil, reports whether an IP address is a current
+	// member's (a node passes its Members.Has). A quarter of the handshake
+	// slots is then kept for members: a connection from any other address
+	// is closed at once while the rest are taken, so a flood from any
+	// number of addresses never keeps a member from connecting. It is
+	// asked only when the other slots are full, on the accepting goroutine:
+	// it must be quick. If nil, no slot is kept.
+	Member func(ip netip.Addr) bool
 	// BodyTimeout bounds the wait for the rest of a record once its first
 	// byte has arrived. If zero, 2 s.
 	BodyTimeout time.Duration
@@ -71,9 +80,11 @@ type ServerConfig struct {
 	// MaxInFlight bounds the requests of one connection served at once. If
 	// zero, 64.
 	MaxInFlight int
-	// MaxInFlightBytes bounds the bytes of the request bodies of one
-	// connection being served; a connection over it is not read until its
-	// requests are answered. If zero, 8 MiB (two hand-off batches).
+	// MaxInFlightBytes bounds the bytes of one connection's records being
+	// read or served; a record counts from the moment its length is read,
+	// before its body, and a connection over it is not read until its
+	// requests are answered (a lone record always is). If zero, 8 MiB (two
+	// hand-off batches).
 	MaxInFlightBytes int
 	// Logger receives refused and failed connections, summarised: one line
 	// per kind and LogInterval with a count, never one line each. Nil
@@ -98,6 +109,11 @@ type Stats struct {
 	// connection. BodyTimeouts counts connections closed because a record
 	// stalled after its first byte; IdleClosed those closed for idleness.
 	RejectedFrames, BodyTimeouts, IdleClosed uint64
+	// BadCalls counts requests that parsed into a call no rule can make
+	// (a window over ringlimit.MaxWindow, a count of rules out of range):
+	// each was answered with ringlimit.ErrInvalidRule, and its connection
+	// kept.
+	BadCalls uint64
 }
 
 // Server accepts peer connections and serves their requests.
@@ -109,7 +125,7 @@ type Server struct {
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
-	perIP  map[string]int // connections in the handshake by remote IP
+	perIP  map[netip.Addr]int // connections in the handshake by remote IP
 	closed bool
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -117,8 +133,10 @@ type Server struct {
 	nConns, nHandshakes                        atomic.Int64
 	refusedCap, refusedHandshakes, refusedAuth atomic.Uint64
 	rejectedFrames, bodyTimeouts, idleClosed   atomic.Uint64
+	badCalls                                   atomic.Uint64
 	readerWaits                                atomic.Uint64 // a reader waited for its connection's bound (tests)
 	idleDrops                                  atomic.Uint64 // connections that dropped their buffers for idleness (tests)
+	pending                                    atomic.Int64  // bytes of records admitted on every connection: being read or served (tests)
 }
 
 // Serve starts serving on ln in the background. Close stops it.
@@ -149,7 +167,7 @@ func Serve(ln net.Listener, cfg ServerConfig) *Server {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, ln: ln, ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{},
-		perIP: map[string]int{}, log: logsum.New(cfg.Logger, cfg.LogInterval)}
+		perIP: map[netip.Addr]int{}, log: logsum.New(cfg.Logger, cfg.LogInterval)}
 	s.wg.Add(2)
 	go s.accept()
 	go s.flushLog()
@@ -170,6 +188,7 @@ func (s *Server) Stats() Stats {
 		RejectedFrames:    s.rejectedFrames.Load(),
 		BodyTimeouts:      s.bodyTimeouts.Load(),
 		IdleClosed:        s.idleClosed.Load(),
+		BadCalls:          s.badCalls.Load(),
 	}
 }
 
@@ -236,8 +255,11 @@ func (s *Server) accept() {
 		}
 		backoff = 0
 		// Over a cap: close before reading anything, so a flood costs
-		// an accept and a close, and no goroutine.
-		if s.nHandshakes.Load() >= int64(s.cfg.MaxHandshakes) {
+		// an accept and a close, and no goroutine. The last slots are
+		// kept for members (ServerConfig.Member).
+		ip := remoteIP(c)
+		if hs := s.nHandshakes.Load(); hs >= int64(s.cfg.MaxHandshakes) ||
+			hs >= int64(s.cfg.MaxHandshakes-s.reserved()) && !s.cfg.Member(ip) {
 			s.refusedHandshakes.Add(1) // counted before the peer sees the close
 			c.Close()
 			s.log.Warn("peer: refused: handshakes", "peer: refused connections: too many in the handshake",
@@ -251,7 +273,6 @@ func (s *Server) accept() {
 				"max", s.cfg.MaxConns, "remote", c.RemoteAddr().String())
 			continue
 		}
-		ip := remoteIP(c)
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
@@ -277,12 +298,22 @@ func (s *Server) accept() {
 	}
 }
 
-// remoteIP is c's remote IP address, "" if it has none.
-func remoteIP(c net.Conn) string {
+// remoteIP is c's remote IP address, the zero Addr if it has none.
+func remoteIP(c net.Conn) netip.Addr {
 	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
-		return string(a.IP.To16())
+		ip, _ := netip.AddrFromSlice(a.IP)
+		return ip.Unmap()
 	}
-	return ""
+	return netip.Addr{}
+}
+
+// reserved is the handshake slots kept for members: a quarter, if the
+// server can tell members.
+func (s *Server) reserved() int {
+	if s.cfg.Member == nil {
+		return 0
+	}
+	return s.cfg.MaxHandshakes / 4
 }
 
 // serve runs one connection: the handshake, then a reader that hands each
@@ -323,7 +354,7 @@ func (s *Server) serve(c net.Conn) {
 	sc.cond.L = &sc.mu
 	sc.rd = reader{c: c, open: rx, bodyTimeout: s.cfg.BodyTimeout,
 		idleStep: min(time.Second, s.cfg.IdleTimeout/4), idleTimeout: s.cfg.IdleTimeout,
-		onIdle: func() { sc.wr.release(); s.idleDrops.Add(1) }}
+		onIdle: func() { sc.wr.release(); s.idleDrops.Add(1) }, admit: sc.admit}
 	sc.run()
 }
 
@@ -342,7 +373,8 @@ type sconn struct {
 
 	mu       sync.Mutex // guards inflight
 	cond     sync.Cond
-	inflight int // bytes of bodies being served
+	inflight int // bytes of the records admitted: being read or served
+	admitted int // the last record's bytes (the reader's)
 }
 
 type job struct {
@@ -371,32 +403,30 @@ func (sc *sconn) run() {
 		}
 		typ, id, body, err := sc.rd.next()
 		sc.active.Store(true)
+		// The record's bytes, counted by admit when its length was read:
+		// the request gives them back when it is answered.
+		size := sc.admitted
+		sc.admitted = 0
 		if err != nil {
+			sc.release(size)
 			sc.failed(err)
 			return
 		}
 		req, err := parseRequest(typ, body)
 		if err != nil {
-			sc.failed(err)
-			return
+			sc.release(size)
+			if errors.Is(err, ErrMalformed) {
+				sc.failed(err)
+				return
+			}
+			sc.badCall(id, err) // a bad call in a good frame: answered, the connection carries on
+			continue
 		}
 		if q, ok := s.cfg.Handler.(Quick); ok && q.Quick(&req) {
 			sc.serveQuick(id, &req)
+			sc.release(size)
 			continue
 		}
-		size := len(body)
-		sc.mu.Lock()
-		for sc.inflight > 0 && sc.inflight+size > s.cfg.MaxInFlightBytes {
-			s.readerWaits.Add(1)
-			sc.mu.Unlock()
-			sc.endBurst()
-			sc.mu.Lock()
-			if sc.inflight > 0 && sc.inflight+size > s.cfg.MaxInFlightBytes {
-				sc.cond.Wait()
-			}
-		}
-		sc.inflight += size
-		sc.mu.Unlock()
 		j := job{id: id, req: req, size: size}
 		select {
 		case sc.jobs <- j:
@@ -422,10 +452,60 @@ func (sc *sconn) run() {
 	}
 }
 
+// admit counts a record of n bytes, whose length the reader just read,
+// against the connection's in-flight bytes before the reader reads its
+// body: while other requests are in flight and it would take the
+// connection over MaxInFlightBytes, the reader waits for their answers
+// (and writes those queued meanwhile). So what a connection announces, and
+// the reader buffers, stays within the bound beside the bodies being served;
+// a lone record always fits (records are at most MaxStatesBody and a tag).
+// The request it carries gives the bytes back when it is answered.
+func (sc *sconn) admit(n int) {
+	s := sc.s
+	sc.mu.Lock()
+	for sc.inflight > 0 && sc.inflight+n > s.cfg.MaxInFlightBytes {
+		s.readerWaits.Add(1)
+		sc.mu.Unlock()
+		sc.endBurst()
+		sc.mu.Lock()
+		if sc.inflight > 0 && sc.inflight+n > s.cfg.MaxInFlightBytes {
+			sc.cond.Wait()
+		}
+	}
+	sc.inflight += n
+	sc.mu.Unlock()
+	sc.admitted = n
+	s.pending.Add(int64(n))
+}
+
+// release gives back n bytes that admit counted.
+func (sc *sconn) release(n int) {
+	sc.mu.Lock()
+	sc.inflight -= n
+	sc.cond.Broadcast()
+	sc.mu.Unlock()
+	sc.s.pending.Add(-int64(n))
+}
+
 // serveQuick serves a quick request on the reader and queues its answer:
 // the reader writes it at the end of its burst.
 func (sc *sconn) serveQuick(id uint64, req *Request) {
 	res := sc.s.cfg.Handler.Serve(sc.s.ctx, req)
+	sc.wr.mu.Lock()
+	st := sc.wr.begin()
+	sc.wr.buf = appendResult(sc.wr.buf, id, &res)
+	sc.wr.end(st)
+	sc.wr.mu.Unlock()
+}
+
+// badCall answers a request that parsed into a call no rule can make (see
+// parseRequest) with its error, on the reader, as serveQuick does.
+func (sc *sconn) badCall(id uint64, err error) {
+	s := sc.s
+	s.badCalls.Add(1)
+	s.log.Warn("peer: bad call", "peer: answered calls no rule can make with an error (a peer of another release?)",
+		"remote", sc.nc.RemoteAddr().String(), "err", err)
+	res := Result{Err: err}
 	sc.wr.mu.Lock()
 	st := sc.wr.begin()
 	sc.wr.buf = appendResult(sc.wr.buf, id, &res)
@@ -513,8 +593,5 @@ func (sc *sconn) serveOne(j *job) {
 	} else if err := sc.wr.flush(sc.nc, sc.s.cfg.BodyTimeout); err != nil {
 		sc.nc.Close() // the reader sees it and stops
 	}
-	sc.mu.Lock()
-	sc.inflight -= j.size
-	sc.cond.Broadcast()
-	sc.mu.Unlock()
+	sc.release(j.size)
 }

@@ -169,7 +169,11 @@ type reader struct {
 	idleStep    time.Duration
 	idleTimeout time.Duration
 	onIdle      func() // called when the buffer is dropped for idleness
-	wake        bool   // a deadline wakes the reader to drop its buffer (clients)
+	// admit, if not nil, is called with a record's length once it is read,
+	// before the record's body is: a server counts it against the
+	// connection's in-flight bytes, and waits for room.
+	admit func(n int)
+	wake  bool // a deadline wakes the reader to drop its buffer (clients)
 
 	buf       []byte // buf[r:w] is buffered input
 	r, w      int
@@ -204,6 +208,9 @@ func (rd *reader) next() (typ byte, id uint64, body []byte, err error) {
 	}
 	if n < least || n > maxRecord {
 		return 0, 0, nil, fmt.Errorf("%w: record of %d bytes", ErrMalformed, n)
+	}
+	if rd.admit != nil {
+		rd.admit(n) // before the body is read: the length is only a claim
 	}
 	if err = rd.fill(4 + n); err != nil {
 		return
@@ -248,18 +255,11 @@ func (rd *reader) fill(k int) error {
 			rd.buf = nil
 		}
 	}
-	if len(rd.buf)-rd.r < k {
-		if k <= len(rd.buf) {
-			rd.w = copy(rd.buf, rd.buf[rd.r:rd.w])
-		} else {
-			nb := make([]byte, max(k, startBuf))
-			rd.w = copy(nb, rd.buf[rd.r:rd.w])
-			rd.buf = nb
-		}
-		rd.r = 0
-	}
 	body := false // a body deadline is set
 	for rd.w-rd.r < k {
+		if rd.w == len(rd.buf) {
+			rd.room(k)
+		}
 		if rd.w > rd.r && !body && rd.bodyTimeout > 0 {
 			_ = rd.c.SetReadDeadline(time.Now().Add(rd.bodyTimeout))
 			body = true
@@ -286,6 +286,22 @@ func (rd *reader) fill(k int) error {
 		_ = rd.c.SetReadDeadline(time.Now().Add(rd.idleStep))
 	}
 	return nil
+}
+
+// room makes room to read into a full buffer, on the way to k bytes
+// buffered: it moves what is buffered to the front if k bytes then fit or
+// half the buffer is freed, else it grows the buffer to twice its size (at
+// least startBuf, at most k). So a buffer grows with the bytes that
+// arrived, to at most twice them, never to a length a record announced but
+// did not bring: a connection that sends a length and nothing more costs
+// startBuf.
+func (rd *reader) room(k int) {
+	have, buf := rd.w-rd.r, rd.buf
+	if k > len(buf) && have >= len(buf)/2 {
+		buf = make([]byte, max(startBuf, min(k, 2*len(buf))))
+	}
+	rd.w = copy(buf, rd.buf[rd.r:rd.w])
+	rd.r, rd.buf = 0, buf
 }
 
 // idle handles a read deadline that passed with nothing buffered. With an
