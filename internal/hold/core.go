@@ -140,6 +140,9 @@ type Action struct {
 	// asked named it, and may hold a copy it pushed there (Ask.Gone).
 	Gone    string
 	GoneInc uint64
+	// PushTo: after installing, push the state to this member (it holds
+	// the key now).
+	PushTo string
 }
 
 // Call is a call for one key, as the core sees it.
@@ -512,6 +515,12 @@ func (c *Core) Pulled(key string, h uint64, from string, a Answer, held *Version
 	case State:
 		delete(c.pulls, key)
 		delete(c.marks, key)
+		if f.ceded != "" && a.St != nil {
+			// This node gave way to f.ceded while its pull was out: the
+			// state goes there (the shell installs it, pushes it to To and
+			// sends the calls after it); two starts there merge.
+			return Action{Kind: Forward, To: f.ceded, Install: true, PushTo: f.ceded}
+		}
 		if a.St == nil {
 			// It had one, and it expired: the key starts here.
 			return c.conclude(key, f, Action{Kind: Decide})

@@ -25,10 +25,13 @@ type result struct {
 	violations []string
 }
 
-// maxWait bounds how long a call may wait for its answer (simulated time):
-// the faults of a run end within its span, and every wait after them is a
-// bounded number of pull and forward timeouts.
-const maxWait = 3000 * ms
+// maxWait bounds how long a call may wait for its answer (simulated time),
+// from the protocol's own bounds: a pull asks at most maxPullSteps members,
+// each at most maxPullTries times with the shell's pull timeout (80 ms here);
+// a forward is tried 3 times with its timeout (100 ms); and the caller or the
+// node it waits on may be paused (at most 300 ms in a run). The rest (a
+// load, a redirect or two, delivery) fits the last 500 ms.
+const maxWait = maxPullSteps*maxPullTries*80*ms + 3*100*ms + 300*ms + 500*ms
 
 // runSchedule runs the schedule of one seed.
 func runSchedule(seed uint64, bugs Bug, kinds uint, trace bool) (*sim, result) {

@@ -881,7 +881,21 @@ func (s *sim) pulled(n *snode, key, from string, a Answer) {
 	case Decide:
 		s.release(n, key, true)
 	case Forward:
+		if act.PushTo != "" {
+			s.pushTo(n, key, act.PushTo)
+		}
 		s.redirect(n, key, act.To)
+	}
+}
+
+// pushTo pushes key's state, if held here, to the member to.
+func (s *sim) pushTo(n *snode, key, to string) {
+	if st, ok := n.lim.Take(key); ok {
+		ver := n.vers[key].Next(s.nodeNow(n))
+		delete(n.vers, key)
+		c := st
+		n.core.Gave(key, to, ver, &c, st.Until)
+		s.push(n, to, []pushed{{key, st, ver, n.core.MarkInc(key)}}, 0)
 	}
 }
 
