@@ -2,12 +2,12 @@ package hold
 
 import (
 	"flag"
-
 	"fmt"
-	"github.com/ringlimit/ringlimit/local"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ringlimit/ringlimit/local"
 )
 
 var (

@@ -1,0 +1,301 @@
+package hold
+
+import "github.com/ringlimit/ringlimit"
+
+// AnswerKind is what a pulled member said.
+type AnswerKind uint8
+
+const (
+	None        AnswerKind = iota // it holds nothing for the key, and knows of nobody who may
+	State                         // here is the state (it left the member with the answer)
+	MovedTo                       // ask To: the state went there, or may be there
+	Unreachable                   // no answer (the shell's pull timed out, or the member is gone)
+	Mine                          // the member is taking the key itself (a pull of its own is on its way): go there
+	Gone                          // the incarnation asked for is gone (the member restarted): it holds nothing of its predecessor's
+)
+
+// Answer is a pulled member's answer.
+type Answer struct {
+	Kind AnswerKind
+	To   string           // MovedTo
+	Inc  uint64           // MovedTo: To's incarnation, as the answerer knew it (0: unknown)
+	St   *ringlimit.State // State; nil is a key whose state expired
+	Ver  Version          // State
+}
+
+// maxPullSteps bounds the members one pull asks, redirects included.
+const maxPullSteps = 12
+
+// maxPullTries bounds the pulls of one member that go unanswered before
+// the member is given up on (see Pulled).
+const maxPullTries = 3
+
+// Pulled gives the core the answer of a pull of key, from the member named
+// from. It returns what the shell does next: Decide (the state, if one
+// came, is to be installed first: see Arrived), Pull from another member,
+// or Load from the store. The calls that waited (Wait) are then called
+// again.
+//
+// held is the version of the key's state in the local store, nil if none:
+// one that came back while the pull was out ends it, and the calls are
+// decided here. Install over a held state means merging the two.
+func (c *Core) Pulled(key string, h uint64, from string, a Answer, held *Version, now int64) Action {
+	f := c.pulls[key]
+	got := a.Kind == State && a.St != nil
+	if m := c.liveMark(key, now); got && m != nil && m.to != c.self && !m.ver.Less(a.Ver) {
+		// A stale copy (the state came here by another way too, and this
+		// node passed it on since): m.to holds it or knows who does.
+		delete(c.pulls, key)
+		return Action{Kind: Forward, To: m.to}
+	}
+	if held != nil {
+		delete(c.pulls, key)
+		return Action{Kind: Decide, Install: got && !held.Covers(a.Ver)}
+	}
+	if f == nil {
+		// The pull ended before its answer came (its state came by
+		// another way): a state in the answer is this node's all the same.
+		return Action{Kind: Decide, Install: got}
+	}
+	switch a.Kind {
+	case State:
+		delete(c.pulls, key)
+		delete(c.marks, key)
+		if f.ceded != "" && a.St != nil {
+			// This node gave way to f.ceded while its pull was out: the
+			// state goes there (the shell installs it, pushes it to To and
+			// sends the calls after it); two starts there merge.
+			return Action{Kind: Forward, To: f.ceded, Install: true, PushTo: f.ceded}
+		}
+		if a.St == nil {
+			// It had one, and it expired: the key starts here.
+			return c.conclude(key, f, Action{Kind: Decide})
+		}
+		return Action{Kind: Decide, Install: true}
+	case MovedTo:
+		// (A member may be asked again: it may have said "ask X" while a
+		// pull of its own was out, and hold the state now.)
+		if a.To != "" && a.To != c.self && len(f.asked) < maxPullSteps {
+			f.asked = append(f.asked, a.To)
+			f.tries, f.inc = 0, a.Inc
+			if f.namedBy == nil {
+				f.namedBy = map[string]string{}
+			}
+			f.namedBy[a.To] = from
+			return Action{Kind: Pull, To: a.To, Inc: a.Inc}
+		}
+	case Mine:
+		// from is taking the key (or won the tie with this node): the
+		// calls go there. A mark that says where the state is stays.
+		delete(c.pulls, key)
+		if c.liveMark(key, now) == nil {
+			c.setMark(key, &mark{to: from, until: now + c.MaxUntil})
+		}
+		return Action{Kind: Forward, To: from}
+	case Unreachable, Gone:
+		if by := f.namedBy[from]; a.Kind == Gone && by != "" && !f.hinted && len(f.asked) < maxPullSteps {
+			// from was named by by, and its incarnation is gone: by may
+			// hold a copy of what it pushed there. Tell it, and ask again.
+			f.hinted = true
+			f.asked = append(f.asked, by)
+			gone, inc := from, f.inc
+			f.tries, f.inc = 0, 0
+			return Action{Kind: Pull, To: by, Gone: gone, GoneInc: inc}
+		}
+		if m := c.marks[key]; m != nil && m.to == from && m.copy != nil && (a.Kind == Gone || f.tries >= maxPullTries-1) {
+			// This node pushed the state to from, which is gone (or
+			// cannot be reached) before it confirmed: the copy is the
+			// state. It comes back here.
+			delete(c.marks, key)
+			delete(c.pulls, key)
+			return Action{Kind: Decide, Install: true, St: m.copy, Ver: m.ver}
+		}
+		if a.Kind == Unreachable && f.tries < maxPullTries-1 {
+			// Slow is not dead: a member thought gone may still answer,
+			// and it may hold the state. Ask again before giving up on it.
+			f.tries++
+			return Action{Kind: Pull, To: from, Inc: f.inc}
+		}
+		// It may hold the state and be cut off, or have crashed: what it
+		// wrote behind is in the store.
+		if c.bugs&BugSkipLoad != 0 {
+			return c.conclude(key, f, Action{Kind: Decide})
+		}
+		if m := c.marks[key]; m != nil && m.to != c.self && m.copy != nil {
+			return c.conclude(key, f, Action{Kind: Decide}) // (sends the calls after the copy)
+		}
+		if to, inc := c.nextSource(key, h, f.asked); to != "" && len(f.asked) < maxPullSteps {
+			// One lead lost; the others may hold it.
+			f.asked = append(f.asked, to)
+			f.tries, f.inc = 0, inc
+			return Action{Kind: Pull, To: to, Inc: inc}
+		}
+		if o := c.Owner(h); o != c.self {
+			return c.conclude(key, f, Action{Kind: Forward, To: o})
+		}
+		return Action{Kind: Load} // the pull goes on until Loaded
+	}
+	// Nothing there: the next source, if any.
+	if to, inc := c.nextSource(key, h, f.asked); to != "" {
+		f.asked = append(f.asked, to)
+		f.tries, f.inc = 0, inc
+		return Action{Kind: Pull, To: to, Inc: inc}
+	}
+	if m := c.marks[key]; m != nil && m.to != c.self && m.copy != nil {
+		// This node gave the state away while its pull was out, and the
+		// push is not confirmed: the state is there, or comes back here.
+		return c.conclude(key, f, Action{Kind: Decide}) // (sends the calls after the copy)
+	}
+	if o := c.Owner(h); o != c.self {
+		// The ring moved on while the pull was out: the key starts at its
+		// owner, not here.
+		return c.conclude(key, f, Action{Kind: Forward, To: o})
+	}
+	if c.Stored {
+		return Action{Kind: Load} // the pull goes on until Loaded
+	}
+	return c.conclude(key, f, Action{Kind: Decide})
+}
+
+// Path is the members the pull of key on its way has asked, for the
+// next pull's Ask.Path.
+func (c *Core) Path(key string) []string {
+	if f := c.pulls[key]; f != nil {
+		return f.asked
+	}
+	return nil
+}
+
+// Stray is the member a state held here goes to once decided: its owner in
+// this node's view, or "" if that is this node.
+func (c *Core) Stray(h uint64) string {
+	if o := c.Owner(h); o != c.self {
+		return o
+	}
+	return ""
+}
+
+// Loaded ends a pull whose last step was a load from the store (the
+// state, if the store had one, is installed): Decide, or Forward if this
+// node gave the key way meanwhile.
+func (c *Core) Loaded(key string) Action {
+	f := c.pulls[key]
+	if f == nil {
+		return Action{Kind: Decide}
+	}
+	return c.conclude(key, f, Action{Kind: Decide})
+}
+
+// conclude ends a pull that found no state: the key starts here (act),
+// unless this node gave way meanwhile.
+func (c *Core) conclude(key string, f *flight, act Action) Action {
+	delete(c.pulls, key)
+	if f.ceded != "" {
+		// While this pull was on its way, this node answered a pull of
+		// the key's with "nothing here": the asker holds it.
+		return Action{Kind: Forward, To: f.ceded}
+	}
+	if m := c.marks[key]; m != nil && m.to != c.self {
+		if m.copy != nil {
+			// A push of the state to m.to is on its way: the state is
+			// there, or comes back here (TakeBack). The calls go there.
+			return Action{Kind: Forward, To: m.to}
+		}
+		delete(c.marks, key) // it came back here empty
+	}
+	return act
+}
+
+// Ask is a pull asked of this node.
+type Ask struct {
+	Key  string
+	Hash uint64
+	From string // the member that asks
+	Inc  uint64 // the incarnation of this node the asker expects (0: any)
+	// Path is the members this pull asked before this node (see Path): a
+	// member is never sent back to one of them, so a cycle of members
+	// that each name the other ends with a definite answer.
+	Path []string
+	// Gone, in its incarnation GoneInc, was found gone by the asker after
+	// this node named it (see Action.Gone): a copy this node pushed there
+	// is the state, and goes to the asker.
+	Gone    string
+	GoneInc uint64
+	Has     bool // the key's state is in the local store
+	Now     int64
+}
+
+// Reply is what this node answers to a pull. With Give the shell takes the
+// state out of the local store, answers with it and calls Gave; with
+// GiveCopy it answers with Copy (the copy of an unconfirmed push, which
+// leaves with the answer); else it answers A.
+type Reply struct {
+	Give bool
+	Keep bool // (BugPullTwice) answer with the state and keep it
+	Copy *ringlimit.State
+	Ver  Version
+	A    Answer
+}
+
+// Asked answers a pull.
+func (c *Core) Asked(a Ask) Reply {
+	// It may ask an earlier incarnation of this node, gone with whatever
+	// it held. This one answers from what it knows of the key now (it may
+	// have taken the key since); knowing nothing, it says Gone: the store
+	// has what the earlier one wrote behind.
+	earlier := a.Inc != 0 && a.Inc != c.Inc
+	if a.Has {
+		if c.bugs&BugPullTwice != 0 {
+			return Reply{Keep: true}
+		}
+		return Reply{Give: true}
+	}
+	if m := c.liveMark(a.Key, a.Now); m != nil && a.Gone != "" && m.to == a.Gone && m.copy != nil &&
+		(a.GoneInc == 0 || m.inc == 0 || m.inc == a.GoneInc) {
+		// The member this node pushed the state to is gone in the
+		// incarnation it was pushed to: the copy is the state, and goes
+		// to the asker (kept as its copy until it confirms).
+		c.setMark(a.Key, &mark{to: a.From, ver: m.ver, copy: m.copy, until: m.until, served: true})
+		return Reply{Copy: m.copy, Ver: m.ver, A: Answer{Kind: State, St: m.copy, Ver: m.ver}}
+	}
+	if m := c.liveMark(a.Key, a.Now); m != nil && m.to == a.From && m.copy != nil {
+		// Every pull of its gets the copy until it confirms one: an
+		// answer may be lost, or come after the asker gave up on it.
+		m.served = true
+		return Reply{Copy: m.copy, Ver: m.ver, A: Answer{Kind: State, St: m.copy, Ver: m.ver}}
+	}
+	// Not here. Whoever may still hold it for this node (an unresolved
+	// source of its own, a pull on its way) holds it for the asker now.
+	if f := c.pulls[a.Key]; f != nil {
+		if last := f.asked[len(f.asked)-1]; last != a.From {
+			// This node is taking the key already: the asker's calls come
+			// here. (Sent on to the member this node asks, the two could
+			// each give it up and both start it.)
+			return Reply{A: Answer{Kind: Mine}}
+		}
+		// Both take the key at once from each other, each from its own
+		// view. One gives way: the lower name keeps it.
+		if c.self < a.From && f.ceded == "" {
+			return Reply{A: Answer{Kind: Mine}}
+		}
+		f.ceded = a.From
+		c.setMark(a.Key, &mark{to: a.From, until: a.Now + c.MaxUntil})
+		return Reply{A: Answer{Kind: None}}
+	}
+	if m := c.liveMark(a.Key, a.Now); m != nil && m.to != c.self {
+		if m.to == a.From {
+			return Reply{A: Answer{Kind: None}} // it confirmed it
+		}
+		return Reply{A: Answer{Kind: MovedTo, To: m.to, Inc: m.inc}}
+	}
+	if o, inc := c.nextSource(a.Key, a.Hash, append(a.Path[:len(a.Path):len(a.Path)], a.From)); o != "" {
+		return Reply{A: Answer{Kind: MovedTo, To: o, Inc: inc}}
+	}
+	if earlier {
+		return Reply{A: Answer{Kind: Gone}}
+	}
+	// Nothing here: the asker holds the key from now on. The mark sends
+	// later calls, pulls and late states of the key on to it.
+	c.setMark(a.Key, &mark{to: a.From, until: a.Now + c.MaxUntil})
+	return Reply{A: Answer{Kind: None}}
+}

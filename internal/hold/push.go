@@ -1,0 +1,162 @@
+package hold
+
+import "github.com/ringlimit/ringlimit"
+
+func (c *Core) setMark(key string, m *mark) {
+	if m.inc == 0 && c.view != nil {
+		m.inc = incOf(c.view, m.to)
+	}
+	if _, ok := c.marks[key]; !ok && len(c.marks) >= c.maxMarks {
+		// Full: the oldest-expiring marks would go first in a real
+		// bound; a mark is the truth, so keep it and grow (counted).
+	}
+	c.marks[key] = m
+}
+
+// Gave records that key's state (version ver, expiring at until) left this
+// node for the member to, in a push or in a pull's answer: copy is the
+// state sent, kept until Confirmed (an answer lost on the way is not a
+// state lost: the member's next pull gets the copy).
+func (c *Core) Gave(key, to string, ver Version, copy *ringlimit.State, until int64) {
+	c.setMark(key, &mark{to: to, ver: ver, copy: copy, until: until})
+}
+
+// Pending returns the copy this node keeps of key's state for a push to
+// the member to that is not confirmed yet: what a retry of the push may
+// send. false if there is none (confirmed, taken back, or given on).
+func (c *Core) Pending(key, to string) (*ringlimit.State, Version, bool) {
+	m := c.marks[key]
+	if m == nil || m.to != to || m.copy == nil {
+		return nil, Version{}, false
+	}
+	return m.copy, m.ver, true
+}
+
+// MarkInc is the incarnation of the member key's state was given to, as
+// this node knew it then (0: unknown): a push of it is meant for that
+// incarnation only (Arrival.Inc).
+func (c *Core) MarkInc(key string) uint64 {
+	if m := c.marks[key]; m != nil {
+		return m.inc
+	}
+	return 0
+}
+
+// HasCopy reports whether this node keeps a copy of key's state for a
+// member it gave it to (not confirmed yet).
+func (c *Core) HasCopy(key string) bool {
+	m := c.marks[key]
+	return m != nil && m.copy != nil
+}
+
+// Confirmed records that the member to installed the state pushed to it.
+func (c *Core) Confirmed(key, to string) {
+	if m := c.marks[key]; m != nil && m.to == to {
+		m.copy = nil
+	}
+}
+
+// TakeBack undoes a push that could not be delivered: it returns the copy
+// to import again, if the mark still holds it (a pull did not take it).
+// A pull of the key on its way ends: the state is here again (the shell
+// decides the calls that waited for it).
+func (c *Core) TakeBack(key, to string) (*ringlimit.State, Version, bool) {
+	m := c.marks[key]
+	if m == nil || m.to != to || m.copy == nil || m.served {
+		// (A copy served in a pull's answer may be installed at to even
+		// though to refused the push: it stays given.)
+		return nil, Version{}, false
+	}
+	delete(c.marks, key)
+	delete(c.pulls, key)
+	return m.copy, m.ver, true
+}
+
+// Arrival is a state that arrived in a push.
+type Arrival struct {
+	Key  string
+	Hash uint64
+	From string
+	Inc  uint64 // the incarnation of this node the push was meant for (0: any)
+	Ver  Version
+	Has  bool    // a state is here already
+	Held Version // its version, if Has
+	Now  int64
+}
+
+// Arrived says whether a pushed state is installed, and if so where it goes
+// on: "" (it stays: this node owns the key) or the member to push it to.
+// Installing over a state that is here means merging the two (local.Merge):
+// they were started apart.
+// A node that leaves refuses every state (refused): its sender keeps it
+// (TakeBack), since what arrives now could stay behind.
+func (c *Core) Arrived(a Arrival) (install bool, on string, refused bool) {
+	if a.Inc != 0 && a.Inc != c.Inc {
+		// Meant for an earlier incarnation of this node, which is gone:
+		// the sender keeps it (it may have taken its copy back already).
+		return false, "", true
+	}
+	// A copy of a state that arrived here before (a retried push whose
+	// answer was lost) is acknowledged, not refused: its sender must not
+	// take back what this node installed.
+	if a.Has && a.Held.Covers(a.Ver) {
+		return false, "", false // a copy of one installed already
+	}
+	if m := c.liveMark(a.Key, a.Now); m != nil && m.to != c.self && !m.ver.Less(a.Ver) {
+		return false, "", false // a late copy of one this node has passed on since
+	}
+	if c.leaving != nil {
+		// Refused: the state stays with its sender, and pulls and calls
+		// that reach this node for the key go there.
+		c.setMark(a.Key, &mark{to: a.From, until: a.Now + c.MaxUntil})
+		return false, "", true
+	}
+	delete(c.marks, a.Key)
+	delete(c.pulls, a.Key) // a pull on its way ends here: the state came
+	if o := c.Owner(a.Hash); o != c.self && o != a.From {
+		return true, o, false
+	}
+	// Owned here, or owned by its sender in this node's view: the sender
+	// gave it here on its own view (it leaves, or its ring is newer), and
+	// its mark sends the key's calls here. It is never pushed back.
+	return true, "", false
+}
+
+// Tick lets the core drop what has expired at now.
+func (c *Core) Tick(now int64) { c.expire(now) }
+
+// Done is a member's word that it holds no state for the keys this node
+// owns in the view viewID, and expects none (it is Clean). It resolves the
+// sources that name it, and reports whether this node became Clean by it
+// (the shell then sends its own Done, once its push is confirmed).
+func (c *Core) Done(from string, viewID uint64) (becameClean bool) {
+	if viewID != c.viewID || len(c.srcs) == 0 {
+		return false
+	}
+	kept := c.srcs[:0]
+	for _, s := range c.srcs {
+		s.done[from] = true
+		if !c.resolved(s) {
+			kept = append(kept, s)
+		}
+	}
+	clear(c.srcs[len(kept):])
+	c.srcs = kept
+	return len(c.srcs) == 0
+}
+
+// resolved reports whether every other member of s.prev has resolved s.
+// A member that left cannot: its keys are pulled from it (or loaded from
+// the store) one by one until the source expires.
+func (c *Core) resolved(s *source) bool {
+	for _, o := range s.prev.Members() {
+		if o != c.self && !s.done[o] {
+			return false
+		}
+	}
+	return true
+}
+
+// Clean reports whether this node expects no state from another member: no
+// unresolved source and no pull on its way.
+func (c *Core) Clean() bool { return len(c.srcs) == 0 && len(c.pulls) == 0 }

@@ -1,0 +1,575 @@
+package hold
+
+// The node shell of the simulator: what node does with the core's actions,
+// on the simulated network and store.
+
+import (
+	"slices"
+	"time"
+
+	"github.com/ringlimit/ringlimit"
+	"github.com/ringlimit/ringlimit/local"
+	"github.com/ringlimit/ringlimit/ring"
+)
+
+// again runs the calls parked on key at n through the core once more.
+func (s *sim) again(n *snode, key string) {
+	ws := n.waiting[key]
+	delete(n.waiting, key)
+	for _, c := range ws {
+		fin, moved := s.parked[c], s.parkedMoved[c]
+		if fin == nil {
+			s.route(n, c, "")
+			continue
+		}
+		a := n.core.Call(Call{Key: key, Hash: ring.Hash(key), Has: n.lim.Has(key), Forwarded: true, Now: s.nodeNow(n)})
+		switch a.Kind {
+		case Decide:
+			delete(s.parked, c)
+			delete(s.parkedMoved, c)
+			fin(s.decide(n, c))
+		case Moved:
+			delete(s.parked, c)
+			delete(s.parkedMoved, c)
+			moved(a.To)
+		default:
+			n.waiting[key] = append(n.waiting[key], c)
+			if a.Kind == Pull {
+				s.pull(n, key, a.To, a.Inc)
+			} else if a.Kind == Load {
+				s.load(n, key)
+			}
+		}
+	}
+}
+
+// pushAll pushes every state whose key another member owns in n's view
+// (or in the ring without n, while it leaves), then Done.
+func (s *sim) pushAll(n *snode) {
+	byTo := map[string][]string{}
+	n.lim.Range(func(key string, _ local.State) bool {
+		if o := n.core.Owner(ring.Hash(key)); o != n.name && o != "" {
+			byTo[o] = append(byTo[o], key)
+		}
+		return true
+	})
+	now := s.nodeNow(n)
+	for _, to := range sortedKeys((byTo)) {
+		var items []pushed
+		for _, key := range byTo[to] {
+			st, ok := n.lim.Take(key)
+			if !ok {
+				continue
+			}
+			ver := n.vers[key].Next(now)
+			delete(n.vers, key)
+			c := st
+			n.core.Gave(key, to, ver, &c, st.Until)
+			items = append(items, pushed{key, st, ver, n.core.MarkInc(key)})
+		}
+		if len(items) > 0 {
+			s.push(n, to, items, 0)
+		}
+	}
+	s.maybeDone(n)
+}
+
+type pushed struct {
+	key string
+	st  ringlimit.State
+	ver Version
+	inc uint64 // the incarnation it is meant for
+}
+
+func (s *sim) push(n *snode, to string, items []pushed, try int) {
+	n.pushes++
+	inc := n.inc
+	s.logf("%s pushes %d to %s", n.name, len(items), to)
+	s.rpc(n.name, to, 150*ms, func(reply func(func())) {
+		t := s.nodes[to]
+		var refused []pushed
+		for _, it := range items {
+			if !s.arrive(t, n.name, it) {
+				refused = append(refused, it)
+			}
+		}
+		reply(func() {
+			n.pushes--
+			for _, it := range items {
+				if !slices.ContainsFunc(refused, func(r pushed) bool { return r.key == it.key }) {
+					n.core.Confirmed(it.key, to)
+				}
+			}
+			for _, it := range refused {
+				// Refused (it leaves): take it back, and on to its owner.
+				if st, ver, ok := n.core.TakeBack(it.key, to); ok {
+					if !n.lim.Has(it.key) {
+						n.lim.Import(it.key, *st)
+						n.vers[it.key] = ver
+					}
+					s.release(n, it.key, false)
+				}
+			}
+			s.maybeDone(n)
+		})
+	}, func() {
+		if n.inc != inc {
+			return
+		}
+		n.pushes--
+		if try < 3 && slices.Contains(s.members, to) {
+			// Again, with what the marks still hold for to: a copy that
+			// came back here meanwhile is not sent.
+			var again []pushed
+			for _, it := range items {
+				if st, ver, ok := n.core.Pending(it.key, to); ok {
+					again = append(again, pushed{it.key, *st, ver, it.inc})
+				}
+			}
+			if len(again) > 0 {
+				s.push(n, to, again, try+1)
+			}
+			return
+		}
+		// Undeliverable: the marks keep the copies (the target, or its
+		// next owner, pulls them); the store gets them too, for a crash.
+		n.pushFail = true
+		for _, it := range items {
+			if st, ver, ok := n.core.Pending(it.key, to); ok {
+				s.storeWrite(it.key, *st, ver)
+			}
+		}
+	})
+}
+
+// arrive installs a pushed state at t; false if t refused it.
+func (s *sim) arrive(t *snode, from string, it pushed) bool {
+	h := ring.Hash(it.key)
+	held := s.held(t, it.key)
+	install, on, refused := t.core.Arrived(Arrival{Key: it.key, Hash: h, From: from, Inc: it.inc, Ver: it.ver, Has: held != nil, Held: ptrOr(held), Now: s.nodeNow(t)})
+	s.logf("%s arrived %s from %s ver %v: install=%v on=%q refused=%v", t.name, it.key, from, it.ver, install, on, refused)
+	if refused {
+		return false
+	}
+	if !install {
+		return true
+	}
+	s.install(t, it.key, it.st, it.ver)
+	s.release(t, it.key, false) // (on says where it goes next)
+	if on != "" {
+		st, ok := t.lim.Take(it.key)
+		if ok {
+			ver := it.ver.Next(s.nodeNow(t))
+			c := st
+			t.core.Gave(it.key, on, ver, &c, st.Until)
+			delete(t.vers, it.key)
+			s.push(t, on, []pushed{{it.key, st, ver, t.core.MarkInc(it.key)}}, 0)
+		}
+	}
+	return true
+}
+
+// maybeDone sends Done to every member once n's push is confirmed and it
+// expects nothing more.
+func (s *sim) maybeDone(n *snode) {
+	if n.pushes > 0 || n.pushFail || !n.core.Clean() || n.core.Leaving() {
+		return
+	}
+	id := n.core.ViewID()
+	if n.sentDone == id {
+		return
+	}
+	n.sentDone = id
+	for _, m := range n.view {
+		if m == n.name {
+			continue
+		}
+		to := m
+		s.send(n.name, to, func() {
+			t := s.nodes[to]
+			if t.core.Done(n.name, id) {
+				s.maybeDone(t)
+			}
+		})
+	}
+}
+
+func (s *sim) issue(origin, key string) {
+	n := s.nodes[origin]
+	if n == nil || !n.alive || n.core.Leaving() {
+		return
+	}
+	s.seq++
+	c := &scall{id: s.seq, key: key, origin: origin, inc: n.inc, issued: s.now}
+	s.calls = append(s.calls, c)
+	s.deliver(origin, n.inc, func() { s.route(n, c, "") })
+}
+
+// route runs a call made on n.
+func (s *sim) route(n *snode, c *scall, via string) {
+	if c.done || c.dropped {
+		return
+	}
+	a := n.core.Call(Call{Key: c.key, Hash: ring.Hash(c.key), Has: n.lim.Has(c.key), Via: via, Now: s.nodeNow(n)})
+	s.logf("%s call %d %s via %q: %s %s", n.name, c.id, c.key, via, a.Kind, a.To)
+	switch a.Kind {
+	case Decide:
+		s.finish(c, s.decide(n, c))
+	case Forward:
+		s.forward(n, c, a.To, "")
+	case Pull, Wait:
+		n.waiting[c.key] = append(n.waiting[c.key], c)
+		if a.Kind == Pull {
+			s.pull(n, c.key, a.To, a.Inc)
+		}
+	case Load:
+		n.waiting[c.key] = append(n.waiting[c.key], c)
+		s.load(n, c.key)
+	default:
+		panic("route: " + a.Kind.String())
+	}
+}
+
+// held is the version of key's state at n, nil if it holds none.
+func (s *sim) held(n *snode, key string) *Version {
+	if !n.lim.Has(key) {
+		return nil
+	}
+	v := n.vers[key]
+	return &v
+}
+
+func ptrOr(v *Version) Version {
+	if v == nil {
+		return Version{}
+	}
+	return *v
+}
+
+// install puts st (version ver) in n's store, merged with the state there
+// if there is one (they were started apart: the core checked).
+func (s *sim) install(n *snode, key string, st ringlimit.State, ver Version) {
+	if cur, ok := n.lim.Take(key); ok {
+		s.logf("%s merges %s: %v + %v", n.name, key, n.vers[key].Origins, ver.Origins)
+		st = local.Merge(cur, st)
+		ver = Join(n.vers[key], ver)
+	}
+	n.lim.Import(key, st)
+	n.vers[key] = ver
+}
+
+func (s *sim) decide(n *snode, c *scall) ringlimit.Decision {
+	s.logf("%s decides call %d (%s) from %s", n.name, c.id, c.key, c.origin)
+	if d, ok := n.served[c.id]; ok {
+		return d // a retried forward: decided once
+	}
+	d, err := n.lim.AllowNAt(time.UnixMilli(s.nodeNow(n)), c.key, s.rules[c.key], 1)
+	if err != nil {
+		panic(err)
+	}
+	n.served[c.id] = d
+	if d.Allowed {
+		s.admitted[c.key]++
+		if n.vers[c.key].Epoch == 0 {
+			n.vers[c.key] = Fresh(s.nodeNow(n), s.rng.Uint64()|1) // a fresh start here
+		}
+		s.logf("%s admits %s (#%d, call %d)", n.name, c.key, s.admitted[c.key], c.id)
+	}
+	return d
+}
+
+func (s *sim) finish(c *scall, d ringlimit.Decision) {
+	if c.done {
+		return
+	}
+	c.done, c.answered = true, s.now
+}
+
+// forward sends c to the member to; via is the member that said it moved
+// there.
+func (s *sim) forward(n *snode, c *scall, to, via string) {
+	inc := n.inc
+	s.rpc(n.name, to, 100*ms, func(reply func(func())) {
+		t := s.nodes[to]
+		a := t.core.Call(Call{Key: c.key, Hash: ring.Hash(c.key), Has: t.lim.Has(c.key), Forwarded: true, Via: via, Now: s.nodeNow(t)})
+		s.logf("%s fwd call %d %s from %s via %q: %s %s", t.name, c.id, c.key, n.name, via, a.Kind, a.To)
+		switch a.Kind {
+		case Decide:
+			d := s.decide(t, c)
+			reply(func() { s.finish(c, d) })
+		case Moved:
+			reply(func() {
+				c.hops++
+				if c.hops > 4 {
+					s.storeDecide(n, c)
+					return
+				}
+				if a.To == n.name {
+					s.route(n, c, to)
+					return
+				}
+				s.forward(n, c, a.To, to)
+			})
+		case Pull, Wait, Load:
+			// The owner waits for the state and answers then: park a
+			// stand-in whose decision goes back to the caller.
+			st := &scall{id: c.id, key: c.key, origin: to, inc: t.inc, issued: s.now}
+			st.answered = -1
+			t.waiting[c.key] = append(t.waiting[c.key], st)
+			s.parked[st] = func(d ringlimit.Decision) { reply(func() { s.finish(c, d) }) }
+			s.parkedMoved[st] = func(next string) {
+				reply(func() {
+					c.hops++
+					if c.hops > 4 {
+						s.storeDecide(n, c)
+						return
+					}
+					if next == n.name {
+						s.route(n, c, to)
+						return
+					}
+					s.forward(n, c, next, to)
+				})
+			}
+			if a.Kind == Pull {
+				s.pull(t, c.key, a.To, a.Inc)
+			} else if a.Kind == Load {
+				s.load(t, c.key)
+			}
+		default:
+			panic("forwarded: " + a.Kind.String())
+		}
+	}, func() {
+		if n.inc != inc || c.done {
+			return
+		}
+		c.tries++
+		if c.tries < 3 && slices.Contains(n.view, to) {
+			s.forward(n, c, to, via) // the same call: the owner decides it once
+			return
+		}
+		s.storeDecide(n, c)
+	})
+}
+
+// storeDecide decides c at the store: the owner could not be reached.
+func (s *sim) storeDecide(n *snode, c *scall) {
+	if c.done {
+		return
+	}
+	s.episodes[c.key]++
+	d, err := s.store.lim.AllowNAt(time.UnixMilli(s.base+s.now/ms), c.key, s.rules[c.key], 1)
+	if err != nil {
+		panic(err)
+	}
+	if d.Allowed {
+		s.admitted[c.key]++
+		s.logf("store admits %s for %s (#%d)", c.key, n.name, s.admitted[c.key])
+	}
+	s.finish(c, d)
+}
+
+// pull asks to for key's state on n's behalf.
+func (s *sim) pull(n *snode, key, to string, want uint64) { s.pullGone(n, key, to, want, "", 0) }
+
+func (s *sim) pullGone(n *snode, key, to string, want uint64, gone string, goneInc uint64) {
+	inc := n.inc
+	h := ring.Hash(key)
+	path := slices.Clone(n.core.Path(key))
+	s.logf("%s pulls %s from %s (inc %d)", n.name, key, to, want)
+	s.rpc(n.name, to, 80*ms, func(reply func(func())) {
+		t := s.nodes[to]
+		defer func() { s.logf("%s asked %s by %s", t.name, key, n.name) }()
+		r := t.core.Asked(Ask{Key: key, Hash: h, From: n.name, Inc: want, Path: path, Gone: gone, GoneInc: goneInc, Has: t.lim.Has(key), Now: s.nodeNow(t)})
+		a := r.A
+		switch {
+		case r.Give:
+			st, ok := t.lim.Take(key)
+			ver := t.vers[key].Next(s.nodeNow(t))
+			delete(t.vers, key)
+			if ok {
+				c := st
+				t.core.Gave(key, n.name, ver, &c, st.Until)
+				a = Answer{Kind: State, St: &st, Ver: ver}
+			} else {
+				a = Answer{Kind: None}
+			}
+		case r.Keep:
+			st, ok := t.lim.Export(key)
+			if ok {
+				a = Answer{Kind: State, St: &st, Ver: t.vers[key]}
+			}
+		}
+		reply(func() { s.pulled(n, key, to, a) })
+	}, func() {
+		if n.inc != inc {
+			return
+		}
+		if s.link(n.name, to).blocked > s.now-80*ms || s.link(to, n.name).blocked > s.now-80*ms {
+			s.cutPull[n.name+"\x00"+key] = true // a cut, not a pause, kept the answer away
+		}
+		s.pulled(n, key, to, Answer{Kind: Unreachable})
+	})
+}
+
+func (s *sim) pulled(n *snode, key, from string, a Answer) {
+	h := ring.Hash(key)
+	s.logf("%s pulled %s from %s: %d %s", n.name, key, from, a.Kind, a.To)
+	act := n.core.Pulled(key, h, from, a, s.held(n, key), s.nodeNow(n))
+	s.logf("%s pulled %s: ver %v -> %s %s install=%v", n.name, key, a.Ver, act.Kind, act.To, act.Install)
+	if a.Kind == Unreachable && act.Kind != Pull {
+		// Given up on a member: if a cut (a partition that lasts) kept
+		// its answers away, or it holds the key now, the key may have been
+		// held on the far side: the exception the bound allows for. A
+		// member that was only paused is not one.
+		cut := s.cutPull[n.name+"\x00"+key]
+		delete(s.cutPull, n.name+"\x00"+key)
+		if t := s.nodes[from]; t.alive && (cut || t.lim.Has(key) || t.core.HasCopy(key)) {
+			s.episodes[key]++
+		}
+	}
+	if act.Install {
+		if act.St != nil {
+			s.install(n, key, *act.St, act.Ver)
+		} else {
+			s.install(n, key, *a.St, a.Ver)
+		}
+		// Confirm: the member drops the copy it kept.
+		me := n.name
+		s.send(me, from, func() { s.nodes[from].core.Confirmed(key, me) })
+	}
+	switch act.Kind {
+	case Pull:
+		s.pullGone(n, key, act.To, act.Inc, act.Gone, act.GoneInc)
+	case Load:
+		s.load(n, key)
+	case Decide:
+		s.release(n, key, true)
+	case Forward:
+		if act.PushTo != "" {
+			s.pushTo(n, key, act.PushTo)
+		}
+		s.redirect(n, key, act.To)
+	}
+}
+
+// pushTo pushes key's state, if held here, to the member to.
+func (s *sim) pushTo(n *snode, key, to string) {
+	if st, ok := n.lim.Take(key); ok {
+		ver := n.vers[key].Next(s.nodeNow(n))
+		delete(n.vers, key)
+		c := st
+		n.core.Gave(key, to, ver, &c, st.Until)
+		s.push(n, to, []pushed{{key, st, ver, n.core.MarkInc(key)}}, 0)
+	}
+}
+
+// redirect sends the calls parked on key at n to the member to: n's own
+// calls are forwarded, the ones forwarded to n answered "moved".
+func (s *sim) redirect(n *snode, key, to string) {
+	ws := n.waiting[key]
+	delete(n.waiting, key)
+	for _, c := range ws {
+		if fin := s.parkedMoved[c]; fin != nil {
+			delete(s.parkedMoved, c)
+			delete(s.parked, c)
+			fin(to)
+			continue
+		}
+		s.forward(n, c, to, "")
+	}
+}
+
+// load installs key's state from the store, then decides what waits.
+func (s *sim) load(n *snode, key string) {
+	inc := n.inc
+	s.logf("%s loads %s from the store", n.name, key)
+	s.at(s.now+s.rnd(100*us, 2*ms), func() {
+		if n.inc != inc || !n.alive {
+			return
+		}
+		if st, ok := s.store.lim.Export(key); ok && !n.lim.Has(key) {
+			n.lim.Import(key, st)
+			// A load starts a branch of its own: two nodes that load one
+			// key apart merge when they meet (counting the snapshot
+			// twice: they admit less, never more).
+			now := s.nodeNow(n)
+			n.vers[key] = Join(s.store.vers[key].Next(now), Fresh(now, s.rng.Uint64()|1))
+		}
+		if a := n.core.Loaded(key); a.Kind == Forward {
+			s.redirect(n, key, a.To)
+			return
+		}
+		s.release(n, key, true)
+	})
+}
+
+// release decides every call parked on key at n: the state is here now, or
+// the key starts here.
+func (s *sim) release(n *snode, key string, stray bool) {
+	ws := n.waiting[key]
+	delete(n.waiting, key)
+	for _, c := range ws {
+		if fin := s.parked[c]; fin != nil {
+			delete(s.parked, c)
+			delete(s.parkedMoved, c)
+			d := s.decide(n, c)
+			fin(d)
+			continue
+		}
+		s.finish(c, s.decide(n, c))
+	}
+	if stray {
+		s.pushStray(n, key)
+	}
+}
+
+// pushStray pushes key's state to its owner if it is held here and another
+// member owns it in n's view.
+func (s *sim) pushStray(n *snode, key string) {
+	to := n.core.Stray(ring.Hash(key))
+	if to == "" || n.core.Leaving() {
+		return
+	}
+	if st, ok := n.lim.Take(key); ok {
+		ver := n.vers[key].Next(s.nodeNow(n))
+		delete(n.vers, key)
+		c := st
+		n.core.Gave(key, to, ver, &c, st.Until)
+		s.push(n, to, []pushed{{key, st, ver, n.core.MarkInc(key)}}, 0)
+	}
+}
+
+func (s *sim) storeWrite(key string, st ringlimit.State, ver Version) {
+	if old, ok := s.store.vers[key]; ok && !old.Less(ver) {
+		s.store.drop++
+		return
+	}
+	s.store.lim.Take(key)
+	s.store.lim.Import(key, st)
+	s.store.vers[key] = ver
+}
+
+// writeBehind writes n's states to the store, each with its next version.
+func (s *sim) writeBehind(n *snode) {
+	if !n.alive || n.paused > s.now {
+		return
+	}
+	type w struct {
+		key string
+		st  ringlimit.State
+		ver Version
+	}
+	var ws []w
+	n.lim.Range(func(key string, st local.State) bool {
+		v := n.vers[key]
+		v.Seq++
+		n.vers[key] = v
+		ws = append(ws, w{key, st, v})
+		return true
+	})
+	for _, x := range ws {
+		// The write travels: a late one must not overwrite a newer state.
+		s.at(s.now+s.rnd(100*us, 30*ms), func() { s.storeWrite(x.key, x.st, x.ver) })
+	}
+}
