@@ -5,11 +5,12 @@ import (
 	"time"
 )
 
-// DefaultFloor is the least timeout an RTO gives when its RTOConfig.Floor
-// is zero: on a LAN a round trip takes well under a millisecond, but an
-// answering peer or store may pause for a few ms (a GC cycle, a busy
-// neighbour) without being in trouble.
-const DefaultFloor = 10 * time.Millisecond
+// DefaultFloor is the least timeout an RTO gives (before the lag is added)
+// when its floor is zero: on a LAN a round trip takes well under a
+// millisecond, but an answering peer or store on a busy 2-core host waits
+// 10 ms and more for a CPU now and then (a time slice behind a busy
+// neighbour, a GC cycle) without being in trouble.
+const DefaultFloor = 20 * time.Millisecond
 
 // maxBackoff bounds the doublings after timeouts (2^6 = 64 × the estimate;
 // the ceiling stops it sooner in practice).
