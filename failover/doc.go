@@ -8,7 +8,7 @@
 // Slow is not dead. With Config.Lag (the node always gives one) the timeout
 // is a ceiling: each shard's effective timeout follows the latencies it has
 // shown, as TCP's retransmission timer does (RFC 6298, see RTO): SRTT +
-// 4·RTTVAR, at least Config.Floor (20 ms) plus the lag this process's own
+// 4·RTTVAR, at least Config.Floor (50 ms) plus the lag this process's own
 // timers show lately (the longest lateness of the last 5 s: how long it is
 // descheduled at a stretch by a CPU quota or a busy host), doubled after each
 // timeout until the next answer. Time this process spent descheduled during a

@@ -29,7 +29,7 @@ type Config struct {
 	// DefaultTimeout (50 ms).
 	Timeout time.Duration
 	// Floor is the least effective timeout (before the lag is added). If
-	// zero or negative, DefaultFloor (10 ms).
+	// zero or negative, DefaultFloor (50 ms).
 	Floor time.Duration
 	// Lag measures this process's scheduling lag (its Run feeds it); with
 	// it the timeouts follow the measured latencies (see Timeout). If nil,

@@ -41,12 +41,13 @@ type lateTick struct {
 // StalledSince report 0). Lag is safe for simultaneous use by multiple
 // goroutines.
 type Lag struct {
-	mu    sync.Mutex
-	ticks [lagTicks]lateTick // the late ticks, a ring; next is the oldest
+	mu    sync.RWMutex
+	ticks [lagTicks]lateTick // the late ticks, a ring in the order they fired; next is the oldest
 	next  int
 }
 
-// Tick records that a timer due at due fired at now.
+// Tick records that a timer due at due fired at now. Ticks come in the
+// order they fire.
 func (l *Lag) Tick(due, now time.Time) {
 	late := now.Sub(due)
 	if late < lagNoise {
@@ -66,14 +67,28 @@ func (l *Lag) Recent(now time.Time) time.Duration {
 	}
 	from := now.Add(-lagWindow)
 	var m time.Duration
-	l.mu.Lock()
-	for _, t := range l.ticks {
-		if t.at.After(from) && !t.at.After(now) {
+	l.mu.RLock()
+	l.back(func(t lateTick) bool {
+		if !t.at.After(from) {
+			return false
+		}
+		if !t.at.After(now) {
 			m = max(m, t.late)
 		}
-	}
-	l.mu.Unlock()
+		return true
+	})
+	l.mu.RUnlock()
 	return m
+}
+
+// back calls f on the late ticks, the newest first, until it returns false.
+func (l *Lag) back(f func(lateTick) bool) {
+	for i := range lagTicks {
+		t := l.ticks[(l.next-1-i+lagTicks)%lagTicks]
+		if t.at.IsZero() || !f(t) {
+			return
+		}
+	}
 }
 
 // StalledSince is how long this process was descheduled between since and
@@ -84,13 +99,17 @@ func (l *Lag) StalledSince(since, now time.Time) time.Duration {
 		return 0
 	}
 	var s time.Duration
-	l.mu.Lock()
-	for _, t := range l.ticks {
-		if t.at.After(since) && !t.at.After(now) {
+	l.mu.RLock()
+	l.back(func(t lateTick) bool {
+		if !t.at.After(since) {
+			return false
+		}
+		if !t.at.After(now) {
 			s += min(t.late, t.at.Sub(since))
 		}
-	}
-	l.mu.Unlock()
+		return true
+	})
+	l.mu.RUnlock()
 	return s
 }
 
