@@ -176,6 +176,9 @@ func (c *Client) DoTimeout(ctx context.Context, r *Request, timeout time.Duratio
 	}
 	due := start.Add(timeout)
 	cl.timer.Reset(time.Until(due)) // one timeout for dial, write and answer
+	if now := time.Now(); now.After(due) {
+		due = now // the dial took the timeout: the timer fires now, not late
+	}
 	cn.write(c, r, id, start)
 	var err error
 wait:
