@@ -43,7 +43,9 @@ func (e *events) NotifyLeave(n *memberlist.Node)  { e.record(n, false) }
 func (e *events) record(n *memberlist.Node, alive bool) {
 	m := (*Membership)(e)
 	now := time.Now()
+	cause := ""
 	m.mu.Lock()
+	_, known := m.members[n.Name]
 	switch _, leaving := m.leaving[n.Name]; {
 	case alive:
 		md, err := decodeMeta(n.Meta)
@@ -56,12 +58,23 @@ func (e *events) record(n *memberlist.Node, alive bool) {
 	case leaving || n.Name == m.cfg.Name: // left gracefully: not to be reconnected
 		delete(m.members, n.Name)
 		delete(m.failed, n.Name)
+		cause = "left"
 	default: // failed (memberlist's Node.State does not tell dead from left)
 		delete(m.members, n.Name)
 		m.failed[n.Name] = failedMember{addr: n.Address(), at: now}
 		evictOldest(m.failed, func(f failedMember) time.Time { return f.at })
+		cause = "failed"
 	}
 	m.mu.Unlock()
+	// Every drop of a member this one knew, once, with its cause.
+	switch {
+	case !known || n.Name == m.cfg.Name:
+	case cause == "failed":
+		m.log.Warn("ring: member dropped", "peer", n.Name, "addr", n.Address(), "cause",
+			"failed: it did not answer probes, direct or indirect, nor refute the suspicion in time")
+	case cause == "left":
+		m.log.Info("ring: member dropped", "peer", n.Name, "addr", n.Address(), "cause", "left: it announced its leave")
+	}
 	m.notify()
 }
 
