@@ -150,6 +150,7 @@ func NewMembership(cfg Config) (*Membership, error) {
 	mc.ProbeTimeout = cfg.ProbeTimeout
 	mc.SuspicionMult = cfg.SuspicionMult
 	mc.SuspicionMaxTimeoutMult = cfg.SuspicionMaxTimeoutMult
+	mc.AwarenessMaxMultiplier = cfg.AwarenessMaxMultiplier
 	mc.GossipInterval = cfg.GossipInterval
 	mc.PushPullInterval = cfg.PushPullInterval
 	mc.GossipToTheDeadTime = cfg.PushPullInterval
