@@ -13,7 +13,8 @@
 // descheduled at a stretch by a CPU quota or a busy host), doubled after each
 // timeout until the next answer. Time this process spent descheduled during a
 // call does not count against the primary (Lag.Extend: Lifeguard's local
-// health): the call waits that much longer, at most MaxStallCredit more.
+// health): the call waits that much longer, at most StallCredit (its timeout, 100 ms at
+// least) more.
 //
 // The breaker opens on evidence of failure, not on slowness: after
 // Config.MaxFailures (5) consecutive errors (a refused or reset connection,

@@ -274,7 +274,7 @@ func (l *Limiter) ask(ctx context.Context, rto *RTO, done func(error), call func
 		// The context's own deadline is the latest the watch may extend
 		// the call to (valkey-go also serves a context with a deadline
 		// inline); the watch cancels it when the call has had its timeout.
-		tctx, cancel = context.WithTimeout(ctx, w.timeout+MaxStallCredit)
+		tctx, cancel = context.WithTimeout(ctx, w.timeout+StallCredit(w.timeout))
 		w.arm(cancel)
 	}
 	d, err := call(tctx)

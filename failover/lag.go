@@ -13,11 +13,14 @@ const (
 	// lagWindow is how far back Recent looks.
 	lagWindow = 5 * time.Second
 	// lagNoise is the lateness below which a tick is on time: timers under
-	// a millisecond are not honoured on these machines.
-	lagNoise = time.Millisecond
+	// a millisecond are not honoured on these machines, and on a loaded
+	// host every wake-up waits a few ms for a CPU.
+	lagNoise = 5 * time.Millisecond
 	// MaxStallCredit bounds the extra wait Extend grants one call for the
-	// time this process spent descheduled during it.
+	// time this process spent descheduled during it: the call's timeout,
+	// or minStallCredit if more, and never more than this.
 	MaxStallCredit = time.Second
+	minStallCredit = 100 * time.Millisecond
 	lagTicks       = 256
 	// resumeGrace is the least extra wait after a stall: time for the
 	// goroutine that reads an answer that came meanwhile to run.
@@ -121,13 +124,14 @@ func (l *Lag) StalledSince(since, now time.Time) time.Duration {
 // this very timer), and the call times out once that reaches timeout.
 // A call that saw a stall waits at least 2 ms more, so that an answer that
 // came while this process was descheduled is read before the call gives up.
-// The credit for descheduled time is at most MaxStallCredit.
+// The credit for descheduled time is at most StallCredit(timeout).
 func (l *Lag) Extend(start, due, now time.Time, timeout time.Duration) time.Duration {
 	elapsed := now.Sub(start)
-	if elapsed >= timeout+MaxStallCredit {
+	credit := StallCredit(timeout)
+	if elapsed >= timeout+credit {
 		return 0
 	}
-	stalled := min(max(l.StalledSince(start, now), now.Sub(due)), MaxStallCredit)
+	stalled := min(max(l.StalledSince(start, now), now.Sub(due)), credit)
 	rest := timeout - (elapsed - stalled)
 	if stalled >= lagNoise {
 		// The answer may have come while this process was not running:
@@ -137,7 +141,16 @@ func (l *Lag) Extend(start, due, now time.Time, timeout time.Duration) time.Dura
 	if rest <= 0 {
 		return 0
 	}
-	return max(rest, lagNoise)
+	return max(rest, time.Millisecond)
+}
+
+// StallCredit is the most a call with the given timeout waits beyond it for
+// the time this process spent descheduled: the timeout, or 100 ms if more,
+// at most MaxStallCredit. A peer or store that hangs is still given up on
+// within twice its timeout (100 ms more at least) on a host too busy to run
+// this process.
+func StallCredit(timeout time.Duration) time.Duration {
+	return min(max(timeout, minStallCredit), MaxStallCredit)
 }
 
 // Run ticks every interval (DefaultLagInterval if zero or negative) and

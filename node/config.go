@@ -97,7 +97,8 @@ type Config struct {
 	// scheduling lag (Stats.Lag), doubled after each timeout until the next
 	// answer, at most ForwardTimeout (the ceiling until the first answer).
 	// Time this node spent descheduled during the call does not count
-	// against the peer: the call waits that much longer (at most 1 s more).
+	// against the peer: the call waits that much longer (at most its timeout
+	// more, 100 ms at least).
 	// The caller's context deadline, if sooner, always wins. If zero, 50 ms.
 	ForwardTimeout time.Duration
 	// StoreTimeout is the ceiling of a call to the store, each store shard
