@@ -220,6 +220,10 @@ func (t *peerTable) states() map[string]failover.State {
 	return out
 }
 
+// stalled is how long this node was descheduled at a stretch lately: the
+// ring holds a member declared failed twice that long (ring.Config.Stalled).
+func (t *peerTable) stalled() time.Duration { return t.lag.Recent(time.Now()) }
+
 // timeouts reports each peer's effective forward timeout: every member's
 // but this node's (ForwardTimeout, the ceiling, for one not dialled yet),
 // and any connection's that outlives its membership.

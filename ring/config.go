@@ -100,6 +100,16 @@ type Config struct {
 	// before it suspects anyone (Lifeguard's local health: memberlist's
 	// awareness). If zero, 8.
 	AwarenessMaxMultiplier int
+	// Stalled, if not nil, reports how long this member's process was
+	// descheduled at a stretch lately (a node gives its scheduling lag). A
+	// member declared failed while that is 50ms or more stays on this
+	// member's ring for twice as long (at most 1s), and stays for good if
+	// it refutes meanwhile: a member that cannot run on time does not
+	// trust its own verdicts at once (Lifeguard's local health), while a
+	// member that runs on time drops a failed one at once. It is called
+	// under the Membership's lock: it must be cheap and must not block. If
+	// nil, failed members are dropped at once.
+	Stalled func() time.Duration
 	// GossipInterval is the time between gossip rounds that spread changes
 	// to a few random members. If zero, 200ms.
 	GossipInterval time.Duration

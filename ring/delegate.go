@@ -55,10 +55,14 @@ func (e *events) record(n *memberlist.Node, alive bool) {
 		m.members[n.Name] = memberInfo{rpcAddr: resolveRPC(md.RPCAddr, n.Addr), addr: n.Address()}
 		delete(m.failed, n.Name)
 		delete(m.leaving, n.Name)
+		m.unhold(n.Name) // it refuted while held
 	case leaving || n.Name == m.cfg.Name: // left gracefully: not to be reconnected
 		delete(m.members, n.Name)
 		delete(m.failed, n.Name)
+		m.unhold(n.Name)
 		cause = "left"
+	case known && m.holdFor() > 0: // failed, but this member runs late: see Config.Stalled
+		m.hold(n.Name, n.Address(), m.holdFor())
 	default: // failed (memberlist's Node.State does not tell dead from left)
 		delete(m.members, n.Name)
 		m.failed[n.Name] = failedMember{addr: n.Address(), at: now}

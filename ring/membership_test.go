@@ -518,3 +518,39 @@ func TestMemberDropLoggedOnceWithCause(t *testing.T) {
 		t.Errorf("node-2 logged drops %q, want node-3's failure only (not its own leave)", got)
 	}
 }
+
+// A member that was descheduled lately (Stalled reports 400 ms) keeps a
+// member declared failed on its ring for twice that, while a member that
+// runs on time drops it at once; then it drops it too, and logs it once.
+func TestStalledMemberHoldsItsVerdict(t *testing.T) {
+	logs := make([]*dropLog, 3)
+	ms := startCluster(t, 3, func(i int, c *Config) {
+		logs[i] = &dropLog{}
+		c.Logger = slog.New(logs[i])
+		if i == 0 {
+			c.Stalled = func() time.Duration { return 400 * time.Millisecond }
+		}
+	})
+	if err := ms[2].Shutdown(); err != nil { // a crash
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "node-1 to drop node-2", func() bool { return allSee(ms[1:2], names(2)) })
+	// node-0 heard node-2 declared failed within a gossip round or two of
+	// node-1 (tens of ms, a few hundred on a loaded machine), well within
+	// its 800 ms hold.
+	if !slices.Contains(ms[0].Ring().Members(), "node-2") {
+		t.Fatalf("node-0 dropped node-2 as soon as node-1 did; want it held for 800 ms")
+	}
+	took := waitFor(t, 5*time.Second, "node-0 to drop node-2", func() bool { return allSee(ms[:1], names(2)) })
+	t.Logf("node-0 dropped node-2 %v after node-1", took)
+	waitFor(t, time.Second, "node-0 to log the drop", func() bool { return len(logs[0].got()) > 0 })
+	if got := logs[0].got(); !slices.Equal(got, []string{"WARN node-2 failed"}) {
+		t.Errorf("node-0 logged drops %q, want node-2's failure once", got)
+	}
+	ms[0].mu.Lock()
+	_, failed := ms[0].failed["node-2"]
+	ms[0].mu.Unlock()
+	if !failed {
+		t.Error("node-0 does not remember node-2 for reconnecting")
+	}
+}
