@@ -210,8 +210,8 @@ func DefaultLANConfig(name string) Config {
 // Measured beside the earlier 200ms (SuspicionMult 2), three members, one
 // process each, 60s: with 200ms of latency and 5% loss on one member's
 // egress, 0 drops (the earlier preset: 2 of it, 115 by it); in the test/chaos
-// suite, paired runs, a killed member dropped in 0.42–0.43s (earlier preset
-// 0.37–0.51s) and a 2|1 partition in 0.44–0.51s (0.31–0.46s). A longer
+// suite, paired runs, a killed member dropped in 0.42–0.52s (earlier preset
+// 0.31–0.51s) and a 2|1 partition in 0.41–0.51s (0.31–0.46s). A longer
 // unconfirmed suspicion (SuspicionMaxTimeoutMult 3) or a wider awareness
 // (16) slowed a partition's detection to 1.0–1.1s: not taken.
 func FastLocalConfig(name string) Config {
