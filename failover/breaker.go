@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"math"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -50,19 +51,26 @@ func stateOf(s gobreaker.State) State {
 type Outcome uint8
 
 const (
-	// Success: the protected side answered. It resets the failure count and
-	// closes a half-open breaker.
+	// Success: the protected side answered, however slowly. It ends a run
+	// of failures and closes a half-open breaker.
 	Success Outcome = iota
-	// Failure: the protected side failed or did not answer in time. Enough
-	// consecutive failures open the breaker; a failed probe reopens it.
+	// Failure: evidence that the protected side failed: a refused or reset
+	// connection, an error answer. MaxFailures in a run open the breaker; a
+	// failed probe reopens it.
 	Failure
 	// Ignored: the call says nothing about the protected side's health (the
 	// caller gave up, or the input was bad). It counts neither way and frees
 	// the half-open probe slot.
 	Ignored
+	// Timeout: the protected side did not answer in time. Alone it is not
+	// evidence of failure (a slow side is not a dead one): a run of
+	// MaxFailures timeouts and failures opens the breaker only if it spans
+	// at least MinSpan with no success between. A timed-out probe reopens
+	// a half-open breaker.
+	Timeout
 )
 
-var outcomeNames = [...]string{"success", "failure", "ignored"}
+var outcomeNames = [...]string{"success", "failure", "ignored", "timeout"}
 
 func (o Outcome) String() string {
 	if int(o) < len(outcomeNames) {
@@ -79,6 +87,7 @@ var ErrOpen = errors.New("failover: breaker open")
 var (
 	errFailure = errors.New("failover: failure")
 	errIgnored = errors.New("failover: ignored")
+	errTimeout = errors.New("failover: timeout")
 )
 
 func (o Outcome) err() error {
@@ -87,6 +96,8 @@ func (o Outcome) err() error {
 		return nil
 	case Ignored:
 		return errIgnored
+	case Timeout:
+		return errTimeout
 	default:
 		return errFailure
 	}
@@ -97,9 +108,18 @@ type BreakerConfig struct {
 	// Name appears in log lines (for example the peer's address). If empty,
 	// "failover".
 	Name string
-	// MaxFailures is the number of consecutive failures that opens the
-	// breaker. If zero or negative, 5.
+	// MaxFailures is the number of consecutive Failures that opens the
+	// breaker, and the least length of a run of Timeouts (and Failures)
+	// that does. If zero or negative, 5.
 	MaxFailures int
+	// MinSpan is how long a run of consecutive Timeouts (and Failures), with
+	// no Success between, must last before it opens the breaker: a few slow
+	// answers, or a pause of the other side shorter than this, are not
+	// evidence of failure. If zero or negative, DefaultMinSpan (500 ms).
+	MinSpan time.Duration
+	// Now tells the time for MinSpan. If nil, time.Now. (The cooldown is
+	// timed by the system clock.)
+	Now func() time.Time
 	// Cooldown is how long the breaker stays open before it lets one probe
 	// call through. If zero or negative, 1 s.
 	Cooldown time.Duration
@@ -118,12 +138,16 @@ type BreakerConfig struct {
 const (
 	DefaultMaxFailures = 5
 	DefaultCooldown    = time.Second
+	DefaultMinSpan     = 500 * time.Millisecond
 )
 
-// Breaker is a circuit breaker: after MaxFailures consecutive failures it
-// rejects every call for Cooldown, then lets one probe through, whose success
-// closes it again and whose failure reopens it. A rejected call costs a
-// mutex and a clock read and allocates nothing.
+// Breaker is a circuit breaker that opens on evidence of failure: after
+// MaxFailures consecutive Failures (refused or reset connections, errors),
+// or a run of at least MaxFailures Timeouts and Failures with no Success
+// between that spans at least MinSpan, it rejects every call for Cooldown,
+// then lets one probe through, whose success closes it again and whose
+// failure or timeout reopens it. Slow answers are Successes. A rejected
+// call costs a mutex and a clock read and allocates nothing.
 //
 // Breaker is safe for simultaneous use by multiple goroutines.
 type Breaker struct {
@@ -136,11 +160,26 @@ type Breaker struct {
 	changes  atomic.Uint64
 	opens    atomic.Uint64
 	rejected atomic.Uint64
+
+	maxFailures int
+	minSpan     time.Duration
+	now         func() time.Time
+	runMu       sync.Mutex
+	run         int       // consecutive Failures and Timeouts
+	runHard     int       // of those, Failures
+	runStart    time.Time // the first of the run
+	trip        bool      // the run is evidence: the report being made opens the breaker
 }
 
 // NewBreaker returns a closed Breaker configured by c.
 func NewBreaker(c BreakerConfig) *Breaker {
-	b := &Breaker{name: c.Name, log: c.Logger, onState: c.OnStateChange}
+	b := &Breaker{name: c.Name, log: c.Logger, onState: c.OnStateChange, minSpan: c.MinSpan, now: c.Now}
+	if b.minSpan <= 0 {
+		b.minSpan = DefaultMinSpan
+	}
+	if b.now == nil {
+		b.now = time.Now
+	}
 	if b.name == "" {
 		b.name = "failover"
 	}
@@ -148,9 +187,9 @@ func NewBreaker(c BreakerConfig) *Breaker {
 		b.log = slog.New(slog.DiscardHandler)
 	}
 	b.sum = logsum.New(b.log, 0)
-	maxFailures := uint32(DefaultMaxFailures)
+	b.maxFailures = DefaultMaxFailures
 	if c.MaxFailures > 0 {
-		maxFailures = uint32(min(c.MaxFailures, math.MaxInt32))
+		b.maxFailures = min(c.MaxFailures, math.MaxInt32)
 	}
 	cooldown := c.Cooldown
 	if cooldown <= 0 {
@@ -160,8 +199,12 @@ func NewBreaker(c BreakerConfig) *Breaker {
 		Name:        b.name,
 		MaxRequests: 1, // one probe when half-open
 		Timeout:     cooldown,
-		ReadyToTrip: func(n gobreaker.Counts) bool {
-			return n.ConsecutiveFailures >= maxFailures
+		// The run (see report) decides; gobreaker asks on every failure
+		// reported while closed.
+		ReadyToTrip: func(gobreaker.Counts) bool {
+			b.runMu.Lock()
+			defer b.runMu.Unlock()
+			return b.trip
 		},
 		IsExcluded:    func(err error) bool { return err == errIgnored },
 		IsSuccessful:  func(err error) bool { return err == nil },
@@ -174,6 +217,9 @@ func NewBreaker(c BreakerConfig) *Breaker {
 func (b *Breaker) stateChanged(_ string, from, to gobreaker.State) {
 	f, t := stateOf(from), stateOf(to)
 	b.changes.Add(1)
+	b.runMu.Lock()
+	b.run, b.runHard, b.trip = 0, 0, false // a new state starts a new run
+	b.runMu.Unlock()
 	level := slog.LevelInfo
 	if t == StateOpen {
 		b.opens.Add(1)
@@ -200,15 +246,40 @@ func (b *Breaker) Allow() (done func(Outcome), err error) {
 	return func(o Outcome) { d(o.err()) }, nil
 }
 
-// allow is Allow with gobreaker's own done function: the caller reports nil,
-// errFailure or errIgnored.
+// allow is Allow with the errors for outcomes: the caller reports nil,
+// errFailure, errTimeout or errIgnored.
 func (b *Breaker) allow() (func(error), error) {
 	d, err := b.cb.Allow()
 	if err != nil {
 		b.rejected.Add(1)
 		return nil, ErrOpen
 	}
-	return d, nil
+	return func(err error) { b.report(err); d(err) }, nil
+}
+
+// report counts an outcome into the run of failures and timeouts, and
+// decides whether the run is evidence enough to open the breaker (read by
+// ReadyToTrip when gobreaker takes the report next).
+func (b *Breaker) report(err error) {
+	b.runMu.Lock()
+	defer b.runMu.Unlock()
+	switch err {
+	case nil:
+		b.run, b.runHard, b.trip = 0, 0, false
+		return
+	case errIgnored:
+		return
+	case errTimeout:
+	default:
+		err = errFailure
+		b.runHard++
+	}
+	now := b.now()
+	if b.run == 0 {
+		b.runStart = now
+	}
+	b.run++
+	b.trip = b.runHard >= b.maxFailures || (b.run >= b.maxFailures && now.Sub(b.runStart) >= b.minSpan)
 }
 
 // State returns the breaker's state. An open breaker whose cooldown has

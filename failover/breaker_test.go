@@ -91,3 +91,70 @@ func TestStateAndPolicyNames(t *testing.T) {
 		}
 	}
 }
+
+// fakeNow is a clock a test moves by hand.
+type fakeNow struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (f *fakeNow) Now() time.Time  { f.mu.Lock(); defer f.mu.Unlock(); return f.t }
+func (f *fakeNow) set(t time.Time) { f.mu.Lock(); f.t = t; f.mu.Unlock() }
+
+// TestBreakerOpensOnEvidence: refused or reset connections (Failure) open
+// the breaker after MaxFailures in a row; timeouts only as a run of at
+// least MaxFailures that spans MinSpan with no answer between. A slow
+// answer is a Success and ends the run.
+func TestBreakerOpensOnEvidence(t *testing.T) {
+	const (
+		F = failover.Failure
+		T = failover.Timeout
+		S = failover.Success
+		I = failover.Ignored
+	)
+	type step struct {
+		at   time.Duration // when the outcome is reported
+		o    failover.Outcome
+		want failover.State // after it
+	}
+	c, o := failover.StateClosed, failover.StateOpen
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"three refusals open it at once", []step{{0, F, c}, {ms, F, c}, {2 * ms, F, o}}},
+		{"three quick timeouts do not", []step{{0, T, c}, {50 * ms, T, c}, {100 * ms, T, c}, {150 * ms, T, c}}},
+		{"timeouts spanning 500 ms with no answer do", []step{{0, T, c}, {100 * ms, T, c}, {400 * ms, T, c}, {500 * ms, T, o}}},
+		{"a span with too few timeouts does not", []step{{0, T, c}, {time.Second, T, c}}},
+		{"a slow answer between ends the run", []step{{0, T, c}, {200 * ms, T, c}, {300 * ms, S, c}, {400 * ms, T, c}, {600 * ms, T, c}, {800 * ms, T, c}}},
+		{"ignored calls neither end nor extend it", []step{{0, T, c}, {200 * ms, I, c}, {300 * ms, T, c}, {500 * ms, T, o}}},
+		{"timeouts and a refusal: the span rule", []step{{0, T, c}, {10 * ms, F, c}, {20 * ms, T, c}, {30 * ms, F, c}, {500 * ms, T, o}}},
+		{"refusals after timeouts: three refusals", []step{{0, T, c}, {10 * ms, F, c}, {20 * ms, F, c}, {30 * ms, F, o}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := &fakeNow{t: t0}
+			b := failover.NewBreaker(failover.BreakerConfig{MaxFailures: 3, MinSpan: 500 * ms, Cooldown: time.Hour, Now: clk.Now})
+			for i, s := range tc.steps {
+				clk.set(t0.Add(s.at))
+				mustAllow(t, b)(s.o)
+				if got := b.State(); got != s.want {
+					t.Fatalf("step %d (%s at %v): %s, want %s", i, s.o, s.at, got, s.want)
+				}
+			}
+		})
+	}
+}
+
+// TestBreakerTimedOutProbeReopens: a half-open breaker whose probe times
+// out opens again (the span rule is for a closed breaker).
+func TestBreakerTimedOutProbeReopens(t *testing.T) {
+	b := failover.NewBreaker(failover.BreakerConfig{MaxFailures: 1, Cooldown: 20 * ms})
+	mustAllow(t, b)(failover.Failure)
+	if !eventually(2*time.Second, func() bool { return b.State() == failover.StateHalfOpen }) {
+		t.Fatal("not half-open within 2s")
+	}
+	mustAllow(t, b)(failover.Timeout)
+	if st := b.Stats(); st.Opens != 2 {
+		t.Fatalf("after a timed-out probe: %+v, want a second open", st)
+	}
+}

@@ -3,11 +3,28 @@
 // A Limiter wraps a primary ringlimit.Limiter (in ringlimit, the central
 // Valkey store) with a per-call timeout and a circuit breaker. Each call to the
 // primary is bounded by Config.Timeout (50 ms by default), whatever the
-// caller's own deadline. After Config.MaxFailures consecutive failures (5) the
-// breaker opens: calls no longer touch the primary and are answered by
-// Config.Policy in well under a microsecond, without allocating. After
-// Config.Cooldown (1 s) one probe call goes to the primary; its success closes
-// the breaker, its failure keeps it open for another cooldown.
+// caller's own deadline; the caller's deadline, if sooner, always wins.
+//
+// Slow is not dead. With Config.Lag (the node always gives one) the timeout
+// is a ceiling: each shard's effective timeout follows the latencies it has
+// shown, as TCP's retransmission timer does (RFC 6298, see RTO): SRTT +
+// 4·RTTVAR, at least Config.Floor (50 ms) plus the lag this process's own
+// timers show lately (the longest lateness of the last 5 s: how long it is
+// descheduled at a stretch by a CPU quota or a busy host), doubled after each
+// timeout until the next answer. Time this process spent descheduled during a
+// call does not count against the primary (Lag.Extend: Lifeguard's local
+// health): the call waits that much longer, at most StallCredit (its timeout, 100 ms at
+// least) more.
+//
+// The breaker opens on evidence of failure, not on slowness: after
+// Config.MaxFailures (5) consecutive errors (a refused or reset connection,
+// an error answer), or after a run of at least MaxFailures timeouts and
+// errors with no answer between that spans at least Config.MinSpan (500 ms).
+// Slow answers are answers: they end the run. While open, calls no longer
+// touch the primary and are answered by Config.Policy in well under a
+// microsecond, without allocating. After Config.Cooldown (1 s) one probe
+// call goes to the primary; its success closes the breaker, its failure or
+// timeout keeps it open for another cooldown.
 //
 // When the primary cannot answer, the Decision comes from the policy, with
 // Source ringlimit.Fallback and no error:

@@ -17,12 +17,30 @@ const DefaultTimeout = 50 * time.Millisecond
 // Config configures a Limiter. The zero Config is valid: 50 ms per call, open
 // after 5 consecutive failures, a probe after 1 s, and the Open policy.
 type Config struct {
-	// Timeout bounds each call to the primary, whatever the caller's own
-	// deadline (a shorter caller deadline still applies). If zero or
-	// negative, DefaultTimeout (50 ms).
+	// Timeout is the ceiling of each call's timeout, whatever the caller's
+	// own deadline (a shorter caller deadline still applies). With a Lag,
+	// each call waits for the primary (or its shard) the timeout an RTO
+	// estimates from the latencies it has shown: SRTT + 4·RTTVAR, at least
+	// Floor plus the lag this process's timers show lately, at most
+	// Timeout; the ceiling until the first answer. Time this process spent
+	// descheduled during a call does not count against the primary (see
+	// Lag.Extend). Without a Lag nothing tells this process's stalls from
+	// the primary's, and every call waits Timeout. If zero or negative,
+	// DefaultTimeout (50 ms).
 	Timeout time.Duration
-	// MaxFailures is the number of consecutive failed or timed-out primary
-	// calls that opens the breaker. If zero or negative, 5.
+	// Floor is the least effective timeout (before the lag is added). If
+	// zero or negative, DefaultFloor (50 ms).
+	Floor time.Duration
+	// Lag measures this process's scheduling lag (its Run feeds it); with
+	// it the timeouts follow the measured latencies (see Timeout). If nil,
+	// every call waits Timeout.
+	Lag *Lag
+	// MinSpan is how long a run of timeouts must last to open the breaker
+	// (BreakerConfig.MinSpan). If zero, DefaultMinSpan (500 ms).
+	MinSpan time.Duration
+	// MaxFailures is the number of consecutive failed primary calls that
+	// opens the breaker, and the least number of consecutive timeouts that
+	// does if they span MinSpan (see Breaker). If zero or negative, 5.
 	MaxFailures int
 	// Cooldown is how long the breaker stays open before one probe call goes
 	// to the primary; it is also the RetryAfter of the Closed policy. If zero
@@ -87,6 +105,7 @@ type Limiter struct {
 	breaker *Breaker // the only one, or the unknown shard's (shards.go)
 	shards  *shards
 	timeout time.Duration
+	lag     *Lag
 	retry   time.Duration // the Closed policy's RetryAfter: Cooldown in whole ms
 	policy  Policy
 	local   ringlimit.Limiter
@@ -112,6 +131,7 @@ func New(primary ringlimit.Limiter, c Config) *Limiter {
 		local:   c.Local,
 		share:   c.Share,
 		log:     c.Logger,
+		lag:     c.Lag,
 	}
 	if l.log == nil {
 		l.log = slog.New(slog.DiscardHandler)
@@ -139,12 +159,13 @@ func New(primary ringlimit.Limiter, c Config) *Limiter {
 	bc := BreakerConfig{
 		Name:          "failover",
 		MaxFailures:   c.MaxFailures,
+		MinSpan:       c.MinSpan,
 		Cooldown:      cooldown,
 		OnStateChange: c.OnStateChange,
 		Logger:        l.log,
 	}
 	l.breaker = NewBreaker(bc)
-	l.shards = newShards(c.Shard, l.breaker, bc)
+	l.shards = newShards(c.Shard, l.breaker, bc, c.Floor, l.timeout, l.effective)
 	return l
 }
 
@@ -184,12 +205,13 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if l.primary == nil {
 		return nil
 	}
-	done, err := l.shards.breaker(key).allow()
+	g := l.shards.breaker(key)
+	done, err := g.allow()
 	if err != nil {
 		l.resetsDropped.Add(1)
 		return nil
 	}
-	_, err = l.ask(ctx, done, func(ctx context.Context) (ringlimit.Decision, error) {
+	_, err = l.ask(ctx, g.rto, done, func(ctx context.Context) (ringlimit.Decision, error) {
 		return ringlimit.Decision{}, l.primary.Reset(ctx, key)
 	})
 	if err == errFailure {
@@ -210,11 +232,12 @@ func (l *Limiter) decide(ctx context.Context, key string, rule ringlimit.Rule, n
 	}
 	// The breaker first: an open breaker answers without a timer or a
 	// context, so the open path allocates nothing.
-	done, err := l.shards.breaker(key).allow()
+	g := l.shards.breaker(key)
+	done, err := g.allow()
 	if err != nil {
 		return l.fallback(ctx, key, rule, n, peek), nil
 	}
-	d, err := l.ask(ctx, done, func(ctx context.Context) (ringlimit.Decision, error) {
+	d, err := l.ask(ctx, g.rto, done, func(ctx context.Context) (ringlimit.Decision, error) {
 		if peek {
 			return l.primary.Peek(ctx, key, rule)
 		}
@@ -226,24 +249,47 @@ func (l *Limiter) decide(ctx context.Context, key string, rule ringlimit.Rule, n
 	return d, err
 }
 
-// ask makes one call to the primary under Timeout and reports its outcome to
-// the breaker's done. It returns the primary's answer; errFailure if the
-// primary failed (the caller falls back); or an error to return as-is: the
-// caller's own ctx.Err(), or bad input or ErrClosed from the primary.
-func (l *Limiter) ask(ctx context.Context, done func(error), call func(context.Context) (ringlimit.Decision, error)) (ringlimit.Decision, error) {
+// ask makes one call to the primary under the shard's effective timeout
+// (rto's, see Config.Timeout) and reports its outcome to the breaker's done.
+// It returns the primary's answer; errFailure if the primary failed or timed
+// out (the caller falls back); or an error to return as-is: the caller's own
+// ctx.Err(), or bad input or ErrClosed from the primary.
+func (l *Limiter) ask(ctx context.Context, rto *RTO, done func(error), call func(context.Context) (ringlimit.Decision, error)) (ringlimit.Decision, error) {
 	reported := false
 	defer func() {
 		if !reported { // the primary panicked: a failure, or a half-open breaker would wait for this probe forever
 			done(errFailure)
 		}
 	}()
-	tctx, cancel := context.WithTimeout(ctx, l.timeout)
+	start := time.Now()
+	var tctx context.Context
+	var cancel context.CancelFunc
+	var w *watch
+	if l.lag == nil {
+		// Nothing tells this process's stalls from the primary's: wait the
+		// whole Timeout.
+		tctx, cancel = context.WithTimeout(ctx, l.timeout)
+	} else {
+		w = &watch{lag: l.lag, start: start, timeout: rto.Timeout(l.lag.Recent(start))}
+		// The context's own deadline is the latest the watch may extend
+		// the call to (valkey-go also serves a context with a deadline
+		// inline); the watch cancels it when the call has had its timeout.
+		tctx, cancel = context.WithTimeout(ctx, w.timeout+StallCredit(w.timeout))
+		w.arm(cancel)
+	}
 	d, err := call(tctx)
-	timedOut := err != nil && (tctx.Err() == context.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded))
+	if w != nil {
+		w.t.Stop()
+	}
+	end := time.Now()
+	timedOut := err != nil && ((w != nil && w.fired.Load()) || tctx.Err() == context.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded))
 	cancel()
 	reported = true
 	switch {
 	case err == nil:
+		if w != nil {
+			rto.Observe(end.Sub(start) - l.lag.StalledSince(start, end))
+		}
 		done(nil)
 		return d, nil
 	case ctx.Err() != nil: // the caller gave up or ran out of time: not the primary's fault
@@ -260,13 +306,53 @@ func (l *Limiter) ask(ctx context.Context, done func(error), call func(context.C
 		done(errIgnored)
 		return ringlimit.Decision{}, err
 	}
-	done(errFailure)
 	if timedOut {
+		rto.TimedOut()
+		done(errTimeout)
 		l.timeouts.Add(1)
 	} else {
+		done(errFailure)
 		l.primaryErrors.Add(1)
 	}
 	return ringlimit.Decision{}, errFailure
+}
+
+// effective is g's timeout for a call now.
+func (l *Limiter) effective(g *guard) time.Duration {
+	if l.lag == nil {
+		return l.timeout
+	}
+	return g.rto.Timeout(l.lag.Recent(time.Now()))
+}
+
+// watch times one call: when its timeout is up it cancels the call, unless
+// this process spent part of the wait descheduled (Lag.Extend): then it
+// waits that much longer.
+type watch struct {
+	lag     *Lag
+	start   time.Time
+	timeout time.Duration
+	due     time.Time // of the timer; read and written by fire alone once armed
+	cancel  context.CancelFunc
+	t       *time.Timer
+	fired   atomic.Bool // the call timed out
+}
+
+func (w *watch) arm(cancel context.CancelFunc) {
+	w.cancel, w.due = cancel, w.start.Add(w.timeout)
+	w.t = time.AfterFunc(time.Hour, w.fire)
+	w.t.Reset(time.Until(w.due))
+}
+
+func (w *watch) fire() {
+	now := time.Now()
+	if more := w.lag.Extend(w.start, w.due, now, w.timeout); more > 0 {
+		w.due = now.Add(more)
+		w.t.Reset(more)
+		return
+	}
+	w.fired.Store(true)
+	w.cancel()
 }
 
 // State returns the breaker's state; with Config.Shard, the aggregate of
@@ -284,7 +370,10 @@ type Stats struct {
 	Shards []ShardStats
 
 	PrimaryErrors uint64 // primary calls that failed with an error
-	Timeouts      uint64 // primary calls that took longer than Timeout
+	Timeouts      uint64 // primary calls that got no answer within their effective timeout
+	// Timeout is the effective timeout of the next call now (without
+	// Config.Shard; with it, the unknown shard's: see Shards).
+	Timeout       time.Duration
 	Canceled      uint64 // calls whose caller's context was done: its error returned, nothing counted
 	ResetsDropped uint64 // Resets that did not reach the primary
 	// BadValues counts calls whose key held a value the primary did not
@@ -306,6 +395,7 @@ func (l *Limiter) Stats() Stats {
 		Shards:             shards,
 		PrimaryErrors:      l.primaryErrors.Load(),
 		Timeouts:           l.timeouts.Load(),
+		Timeout:            l.effective(l.shards.def),
 		Canceled:           l.canceled.Load(),
 		ResetsDropped:      l.resetsDropped.Load(),
 		BadValues:          l.badValues.Load(),

@@ -15,6 +15,10 @@ type fake struct {
 	mode  atomic.Int32
 	err   atomic.Pointer[error]
 	calls atomic.Int64
+	// delay is the injected latency of an answer (or of a failure);
+	// onCall, if set before the first call, runs at the start of each.
+	delay  atomic.Int64
+	onCall func()
 }
 
 const (
@@ -33,6 +37,18 @@ func (f *fake) failWith(err error) { f.err.Store(&err); f.mode.Store(fail) }
 
 func (f *fake) do(ctx context.Context, rule ringlimit.Rule, n int64) (ringlimit.Decision, error) {
 	f.calls.Add(1)
+	if f.onCall != nil {
+		f.onCall()
+	}
+	if d := time.Duration(f.delay.Load()); d > 0 {
+		t := time.NewTimer(d) // the primary's injected latency, not a wait of the test
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ringlimit.Decision{}, ctx.Err()
+		}
+	}
 	switch f.mode.Load() {
 	case fail:
 		if p := f.err.Load(); p != nil {

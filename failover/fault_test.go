@@ -19,6 +19,7 @@ import (
 const (
 	faultTimeout  = 50 * time.Millisecond
 	faultCooldown = 200 * time.Millisecond
+	faultMinSpan  = 200 * time.Millisecond
 	faultCallers  = 16
 	// The slack a call may take beyond Timeout on this noisy 2-core machine
 	// (with -race).
@@ -41,6 +42,7 @@ func newRig(t *testing.T) *rig {
 	r.l = failover.New(newStore(t, r.srv), failover.Config{
 		Timeout:  faultTimeout,
 		Cooldown: faultCooldown,
+		MinSpan:  faultMinSpan,
 		OnStateChange: func(_, to failover.State) {
 			switch to {
 			case failover.StateOpen:
@@ -253,10 +255,13 @@ func TestHangServerUnderLoad(t *testing.T) {
 	if hung.Timeouts < 5 {
 		t.Fatalf("%d timeouts while hung, want at least MaxFailures", hung.Timeouts)
 	}
-	// What a hang may leave behind: the calls in flight when it began, and
-	// one per probe, each waiting for its reply until the server resumes.
-	if peak > base+2*faultCallers {
-		t.Fatalf("goroutines piled up during the hang: peak %d, baseline %d", peak, base)
+	// What a hang may leave behind, each call waiting for its reply until
+	// the server resumes: those that timed out before the breaker opened
+	// (per caller: the few while the shared timeout backs off from the
+	// floor to the ceiling, log2(50/10) < 3, then one per ceiling over
+	// MinSpan, and the one that opens it), and one per probe.
+	if bound := base + faultCallers*(int(faultMinSpan/faultTimeout)+4) + int(probes); peak > bound {
+		t.Fatalf("goroutines piled up during the hang: peak %d, baseline %d, bound %d", peak, base, bound)
 	}
 	if toClose > faultCooldown+time.Second {
 		t.Fatalf("closed %s after the resume, want about the cooldown %s", toClose, faultCooldown)

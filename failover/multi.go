@@ -43,12 +43,13 @@ func (l *Limiter) AllowAll(ctx context.Context, key string, rules []ringlimit.Ru
 	if !ok {
 		return nil, ErrNoAllowAll
 	}
-	done, err := l.shards.breaker(key).allow()
+	g := l.shards.breaker(key)
+	done, err := g.allow()
 	if err != nil {
 		return l.fallbackAll(ctx, key, rules, n), nil
 	}
 	var ds []ringlimit.Decision
-	_, err = l.ask(ctx, done, func(ctx context.Context) (ringlimit.Decision, error) {
+	_, err = l.ask(ctx, g.rto, done, func(ctx context.Context) (ringlimit.Decision, error) {
 		var err error
 		ds, err = primary.AllowAll(ctx, key, rules, n)
 		return ringlimit.Decision{}, err

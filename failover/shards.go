@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // MaxShards bounds the breakers a Limiter keeps for Config.Shard's shards.
@@ -15,26 +16,38 @@ const MaxShards = 1024
 type ShardStats struct {
 	Shard string // "" is the breaker of keys whose shard is unknown
 	BreakerStats
+	// Timeout is the shard's effective timeout now: what its next call
+	// waits at most (see Config.Timeout).
+	Timeout time.Duration
+}
+
+// guard is what stands in front of one shard: its breaker and the
+// estimator of its timeout.
+type guard struct {
+	*Breaker
+	rto *RTO
 }
 
 // shards holds one breaker per shard of the primary, created on a shard's
 // first call. Lookups read an immutable map without locking.
 type shards struct {
-	shard func(key string) string
-	cfg   BreakerConfig // for new breakers; Name is the shard's prefix
-	def   *Breaker      // the unknown shard "", and shards beyond MaxShards
-	byKey atomic.Pointer[map[string]*Breaker]
-	mu    sync.Mutex // serialises additions
+	shard          func(key string) string
+	cfg            BreakerConfig // for new breakers; Name is the shard's prefix
+	floor, ceiling time.Duration // for new estimators
+	effective      func(*guard) time.Duration
+	def            *guard // the unknown shard "", and shards beyond MaxShards
+	byKey          atomic.Pointer[map[string]*guard]
+	mu             sync.Mutex // serialises additions
 }
 
-func newShards(shard func(string) string, def *Breaker, cfg BreakerConfig) *shards {
-	s := &shards{shard: shard, cfg: cfg, def: def}
-	s.byKey.Store(&map[string]*Breaker{})
+func newShards(shard func(string) string, def *Breaker, cfg BreakerConfig, floor, ceiling time.Duration, effective func(*guard) time.Duration) *shards {
+	s := &shards{shard: shard, cfg: cfg, floor: floor, ceiling: ceiling, effective: effective, def: &guard{def, NewRTO(floor, ceiling)}}
+	s.byKey.Store(&map[string]*guard{})
 	return s
 }
 
 // breaker returns the breaker that guards key's shard.
-func (s *shards) breaker(key string) *Breaker {
+func (s *shards) breaker(key string) *guard {
 	if s.shard == nil {
 		return s.def
 	}
@@ -50,7 +63,7 @@ func (s *shards) breaker(key string) *Breaker {
 
 // add returns the breaker of shard name, creating it unless MaxShards
 // breakers exist.
-func (s *shards) add(name string) *Breaker {
+func (s *shards) add(name string) *guard {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old := *s.byKey.Load()
@@ -60,13 +73,13 @@ func (s *shards) add(name string) *Breaker {
 	if len(old) >= MaxShards {
 		return s.def
 	}
-	m := make(map[string]*Breaker, len(old)+1)
+	m := make(map[string]*guard, len(old)+1)
 	for k, b := range old {
 		m[k] = b
 	}
 	c := s.cfg
 	c.Name = s.cfg.Name + " " + name
-	m[name] = NewBreaker(c)
+	m[name] = &guard{NewBreaker(c), NewRTO(s.floor, s.ceiling)}
 	s.byKey.Store(&m)
 	return m[name]
 }
@@ -85,11 +98,11 @@ func (s *shards) stats() (BreakerStats, []ShardStats) {
 	}
 	m := *s.byKey.Load()
 	per := make([]ShardStats, 0, len(m)+1)
-	per = append(per, ShardStats{BreakerStats: agg})
+	per = append(per, ShardStats{BreakerStats: agg, Timeout: s.effective(s.def)})
 	worst := StateClosed
 	for name, b := range m {
 		st := b.Stats()
-		per = append(per, ShardStats{Shard: name, BreakerStats: st})
+		per = append(per, ShardStats{Shard: name, BreakerStats: st, Timeout: s.effective(b)})
 		agg.StateChanges += st.StateChanges
 		agg.Opens += st.Opens
 		agg.Rejected += st.Rejected

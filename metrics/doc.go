@@ -33,6 +33,9 @@
 //	ringlimit_store_breaker_opens_total             counter
 //	ringlimit_store_errors_total                    counter  store calls that failed
 //	ringlimit_store_timeouts_total                  counter  store calls that timed out
+//	ringlimit_peer_timeout_seconds{peer}            gauge    effective timeout of a forward to each peer now (RTO under ForwardTimeout)
+//	ringlimit_store_timeout_seconds{shard}          gauge    effective timeout of a store call now, per shard (RTO under StoreTimeout)
+//	ringlimit_sched_lag_seconds                     gauge    how long this node was descheduled at a stretch lately (5 s)
 //	ringlimit_fallback_decisions_total{policy}      counter  decisions by the fail-open policy (open, closed, local_share)
 //	ringlimit_members                               gauge    live members this node sees, itself included
 //	ringlimit_keys                                  gauge    keys whose state this node holds

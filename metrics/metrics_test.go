@@ -188,6 +188,12 @@ func TestKnownTraffic(t *testing.T) {
 	if f := got[`ringlimit_forwards_total`]; f < 21 || f > 33 {
 		t.Errorf("forwards_total %v, want 21 to 33", f)
 	}
+	// n2 answered 20 calls on loopback: its timeout is the floor (100 ms,
+	// half the ceiling) plus this node's lag at least (a loaded 2-core machine running -race
+	// shows lags of 200 ms and more), and the 200 ms ceiling at most.
+	if to, lag := got[`ringlimit_peer_timeout_seconds{peer="n2"}`], got[`ringlimit_sched_lag_seconds`]; to > 0.2 || to < min(0.1+lag, 0.2)-0.005 {
+		t.Errorf("peer_timeout_seconds{n2} = %v with lag %v; want 100 ms + lag, at most the 200 ms ceiling", to, lag)
+	}
 	if got[`ringlimit_peer_breaker_state{peer="n3"}`] != 2 {
 		t.Errorf("peer breaker of the cut peer: %v, want 2 (open)", got[`ringlimit_peer_breaker_state{peer="n3"}`])
 	}
@@ -243,6 +249,7 @@ var allFamilies = []string{
 	"ringlimit_writebehind_writes_total", "ringlimit_writebehind_failures_total",
 	"ringlimit_writebehind_drops_total", "ringlimit_writebehind_queue",
 	"ringlimit_store_loads_total", "ringlimit_store_load_failures_total",
+	"ringlimit_peer_timeout_seconds", "ringlimit_store_timeout_seconds", "ringlimit_sched_lag_seconds",
 	"ringlimit_http_requests_total", "ringlimit_near_limit_total",
 	"ringlimit_http_key_errors_total", "ringlimit_http_limiter_errors_total", "ringlimit_http_delay_expired_total",
 	"ringlimit_rules_reloads_total", "ringlimit_rules",
@@ -299,10 +306,12 @@ func TestFirstScrapeAndLint(t *testing.T) {
 		for _, m := range f.GetMetric() {
 			v := m.GetCounter().GetValue() + m.GetGauge().GetValue() + float64(m.GetHistogram().GetSampleCount())
 			// Gauges of what exists from the start: members, rules, the
-			// hand-off window after the join, and the peer connection the
-			// join's hand-off opened.
+			// hand-off window after the join, the peer connection the
+			// join's hand-off opened, the timeouts (their ceilings until
+			// the first answer) and the lag of a machine that may be busy.
 			if v != 0 && !slices.Contains([]string{"ringlimit_members", "ringlimit_rules",
-				"ringlimit_handoff_in_progress", "ringlimit_peer_conns"}, f.GetName()) {
+				"ringlimit_handoff_in_progress", "ringlimit_peer_conns", "ringlimit_peer_timeout_seconds",
+				"ringlimit_store_timeout_seconds", "ringlimit_sched_lag_seconds"}, f.GetName()) {
 				t.Errorf("%s%v = %v before any traffic", f.GetName(), m.GetLabel(), v)
 			}
 		}

@@ -149,6 +149,9 @@ type nodeCollector struct {
 	latency    *prometheus.Desc
 	peerState  *prometheus.Desc
 	shardState *prometheus.Desc
+	peerTO     *prometheus.Desc
+	shardTO    *prometheus.Desc
+	lag        *prometheus.Desc
 	bounds     []float64 // the latency buckets' upper bounds, in seconds
 }
 
@@ -167,6 +170,15 @@ func newNodeCollector(n *node.Node) *nodeCollector {
 			"State of the store's circuit breaker: 0 closed, 1 half-open, 2 open. On Valkey Cluster one per master (shard: its address); "+
 				"shard=\"\" is the one breaker of a single server, or of keys whose master is not known yet.",
 			[]string{"shard"}, nil),
+		peerTO: prometheus.NewDesc("ringlimit_peer_timeout_seconds",
+			"Effective timeout of a call forwarded to each peer now: the RTO of its latencies (SRTT + 4 RTTVAR), at least 50 ms or half of ForwardTimeout plus the scheduling lag, at most ForwardTimeout.",
+			[]string{"peer"}, nil),
+		shardTO: prometheus.NewDesc("ringlimit_store_timeout_seconds",
+			"Effective timeout of a store call now, per shard as ringlimit_store_breaker_state: the RTO of its latencies, at least 50 ms plus the scheduling lag, at most StoreTimeout.",
+			[]string{"shard"}, nil),
+		lag: prometheus.NewDesc("ringlimit_sched_lag_seconds",
+			"How long this node was descheduled at a stretch lately (a CPU quota, a busy host, a GC pause): the largest lateness of its own 10 ms timer over the last 5 s.",
+			nil, nil),
 		peerState: prometheus.NewDesc("ringlimit_peer_breaker_state",
 			"State of the circuit breaker in front of each peer: 0 closed, 1 half-open, 2 open. A member with no connection yet reports 0.",
 			[]string{"peer"}, nil),
@@ -192,6 +204,9 @@ func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.latency
 	ch <- c.peerState
 	ch <- c.shardState
+	ch <- c.peerTO
+	ch <- c.shardTO
+	ch <- c.lag
 }
 
 func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
@@ -228,6 +243,16 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, sh := range s.Store.Shards {
 		ch <- prometheus.MustNewConstMetric(c.shardState, prometheus.GaugeValue, float64(sh.State), sh.Shard)
 	}
+	for m, d := range s.PeerTimeouts {
+		ch <- prometheus.MustNewConstMetric(c.peerTO, prometheus.GaugeValue, d.Seconds(), m)
+	}
+	if len(s.Store.Shards) == 0 {
+		ch <- prometheus.MustNewConstMetric(c.shardTO, prometheus.GaugeValue, s.Store.Timeout.Seconds(), "")
+	}
+	for _, sh := range s.Store.Shards {
+		ch <- prometheus.MustNewConstMetric(c.shardTO, prometheus.GaugeValue, sh.Timeout.Seconds(), sh.Shard)
+	}
+	ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, s.Lag.Seconds())
 }
 
 func (c *nodeCollector) histogram(l node.DecisionLatency, source string) prometheus.Metric {

@@ -88,10 +88,21 @@ type Config struct {
 	Logger *slog.Logger
 	// Gossip chooses the gossip timings. The zero value is GossipLAN.
 	Gossip GossipPreset
-	// ForwardTimeout bounds a call forwarded to a peer, and the dial and
-	// handshake of its connection. If zero, 50 ms.
+	// ForwardTimeout is the ceiling of a call forwarded to a peer, and
+	// bounds the dial and handshake of its connection. Each call waits the
+	// peer's effective timeout: the RTO of the latencies it has shown
+	// (SRTT + 4·RTTVAR, RFC 6298), at least 50 ms or half of
+	// ForwardTimeout, whichever is more (a forwarded call may wait on the
+	// owner's hand-off pull, up to a third of it), plus this node's
+	// scheduling lag (Stats.Lag), doubled after each timeout until the next
+	// answer, at most ForwardTimeout (the ceiling until the first answer).
+	// Time this node spent descheduled during the call does not count
+	// against the peer: the call waits that much longer (at most its timeout
+	// more, 100 ms at least).
+	// The caller's context deadline, if sooner, always wins. If zero, 50 ms.
 	ForwardTimeout time.Duration
-	// StoreTimeout bounds a call to the store. If zero, 50 ms.
+	// StoreTimeout is the ceiling of a call to the store, each store shard
+	// with its own effective timeout, as for ForwardTimeout. If zero, 50 ms.
 	StoreTimeout time.Duration
 	// MaxKeys bounds the keys this node holds for the keys it owns. If
 	// zero, 1<<20.

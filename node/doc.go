@@ -14,8 +14,11 @@
 //     peer decides from its own memory and never forwards again (one hop),
 //     so two nodes with different views of the ring cannot bounce a call.
 //     Source Peer.
-//  3. The peer cannot answer within ForwardTimeout, or its breaker is open
-//     after a few failures: the central store (Valkey, package remote)
+//  3. The peer cannot answer within its effective timeout (what its
+//     latencies and this node's lag call for, at most ForwardTimeout: see
+//     Config), or its breaker is open on evidence of failure (refused
+//     connections, or timeouts for half a second with no answer): the
+//     central store (Valkey, package remote)
 //     decides, through a breaker and a timeout (package failover). Source
 //     Store.
 //  4. The store cannot answer either: the fail-open Policy decides. Source

@@ -178,6 +178,7 @@ func (n *Node) ringConfig(rpcAdvertise string) (ring.Config, error) {
 	rc.Logger = n.cfg.Logger
 	rc.Seeds, rc.Resolve = n.cfg.Join, n.cfg.Resolve
 	rc.OnChange = n.peers.update
+	rc.Stalled = n.peers.stalled // a node that runs late does not drop members at once
 	if nw := n.cfg.Network; nw != nil {
 		rc.WrapTransport = func(_ string, t ring.Transport) ring.Transport { return nw.WrapGossip(n.name, t) }
 	}

@@ -2,7 +2,9 @@ package node
 
 import (
 	"context"
+	"errors"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,15 +19,74 @@ import (
 type peerConn struct {
 	name    string
 	addr    string
-	client  *peer.Client // forwarded calls
+	client  *forwarder   // forwarded calls
 	bulk    *peer.Client // hand-off pushes and pulls, apart so that a pull never waits behind a push on one connection
-	breaker *failover.Breaker
+	breaker peerBreaker
+}
+
+// forwarder is the connection for forwarded calls: each waits the timeout
+// the peer's latencies call for (an RTO under ForwardTimeout), and a call
+// during which this node was descheduled waits that time more (the
+// client's Extend). It tells the breaker which failures are evidence.
+type forwarder struct {
+	*peer.Client
+	rto *failover.RTO
+	lag *failover.Lag
+	// evidence counts the calls that failed on a refused, reset or broken
+	// connection (not a timeout, not the caller's context).
+	evidence atomic.Uint64
+}
+
+// Do sends r and waits for its result at most the peer's effective timeout
+// (or the context's end, if sooner).
+func (f *forwarder) Do(ctx context.Context, r *peer.Request) (peer.Result, error) {
+	start := time.Now()
+	res, err := f.Client.DoTimeout(ctx, r, f.rto.Timeout(f.lag.Recent(start)))
+	switch {
+	case err == nil:
+		end := time.Now()
+		f.rto.Observe(end.Sub(start) - f.lag.StalledSince(start, end))
+	case errors.Is(err, peer.ErrTimeout), errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
+		f.rto.TimedOut() // no answer in time (a dial or handshake too): not evidence
+	case ctx.Err() == nil:
+		f.evidence.Add(1)
+	}
+	return res, err
+}
+
+// timeout is the peer's effective timeout now.
+func (f *forwarder) timeout() time.Duration { return f.rto.Timeout(f.lag.Recent(time.Now())) }
+
+// peerBreaker is the breaker in front of a peer. The chain reports every
+// forward that got no answer as a Failure; it passes on as a Failure only a
+// call during which the connection failed (evidence), and as a Timeout any
+// other, which opens the breaker only in a run that lasts MinSpan.
+type peerBreaker struct {
+	*failover.Breaker
+	fw *forwarder
+}
+
+// Allow is failover.Breaker.Allow, with Failures that saw no evidence
+// reported as Timeouts.
+func (b peerBreaker) Allow() (func(failover.Outcome), error) {
+	before := b.fw.evidence.Load()
+	done, err := b.Breaker.Allow()
+	if err != nil {
+		return nil, err
+	}
+	return func(o failover.Outcome) {
+		if o == failover.Failure && b.fw.evidence.Load() == before {
+			o = failover.Timeout
+		}
+		done(o)
+	}, nil
 }
 
 // peerTable maps member names to their connections. Lookups read an
 // immutable map through an atomic pointer; changes copy it under a mutex.
 type peerTable struct {
 	n   *Node
+	lag *failover.Lag // this node's scheduling lag (store.go runs it)
 	mu  sync.Mutex
 	m   atomic.Pointer[map[string]*peerConn]
 	off bool // closed: no new connections
@@ -88,22 +149,27 @@ func (t *peerTable) current(name string) *peerConn { return (*t.m.Load())[name] 
 
 func (t *peerTable) dial(name, addr string) *peerConn {
 	cfg := t.n.cfg
-	cc := peer.ClientConfig{Addr: addr, Name: name, Secret: cfg.SecretKey, Timeout: cfg.ForwardTimeout}
+	cc := peer.ClientConfig{Addr: addr, Name: name, Secret: cfg.SecretKey, Timeout: cfg.ForwardTimeout, Extend: t.lag.Extend}
 	if nw := cfg.Network; nw != nil {
 		from := t.n.name
 		cc.Dial = func(ctx context.Context, addr string) (net.Conn, error) { return nw.DialPeer(ctx, from, name, addr) }
 	}
+	// A forwarded call may wait on the owner's pull of the key's state
+	// while ownership changes (at most ForwardTimeout/3, pull.go): a
+	// caller that gave up sooner would send the call on to the store while
+	// the owner still decides it. So the floor is half the ceiling.
+	fw := &forwarder{Client: peer.NewClient(cc), rto: failover.NewRTO(max(failover.DefaultFloor, cfg.ForwardTimeout/2), cfg.ForwardTimeout), lag: t.lag}
 	return &peerConn{
 		name:   name,
 		addr:   addr,
-		client: peer.NewClient(cc),
+		client: fw,
 		bulk:   peer.NewClient(cc),
-		breaker: failover.NewBreaker(failover.BreakerConfig{
+		breaker: peerBreaker{failover.NewBreaker(failover.BreakerConfig{
 			Name:        "peer " + name,
 			MaxFailures: 3,
 			Cooldown:    500 * time.Millisecond,
 			Logger:      cfg.Logger,
-		}),
+		}), fw},
 	}
 }
 
@@ -157,6 +223,26 @@ func (t *peerTable) states() map[string]failover.State {
 	out := map[string]failover.State{}
 	for name, pc := range *t.m.Load() {
 		out[name] = pc.breaker.State()
+	}
+	return out
+}
+
+// stalled is how long this node was descheduled at a stretch lately: the
+// ring holds a member declared failed twice that long (ring.Config.Stalled).
+func (t *peerTable) stalled() time.Duration { return t.lag.Recent(time.Now()) }
+
+// timeouts reports each peer's effective forward timeout: every member's
+// but this node's (ForwardTimeout, the ceiling, for one not dialled yet),
+// and any connection's that outlives its membership.
+func (t *peerTable) timeouts() map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for _, name := range t.n.members.Ring().Members() {
+		if name != t.n.name {
+			out[name] = t.n.cfg.ForwardTimeout
+		}
+	}
+	for name, pc := range *t.m.Load() {
+		out[name] = pc.client.timeout()
 	}
 	return out
 }

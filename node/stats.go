@@ -2,6 +2,7 @@ package node
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/ringlimit/ringlimit/failover"
 	"github.com/ringlimit/ringlimit/local"
@@ -35,6 +36,16 @@ type Stats struct {
 	Served uint64
 	// Peers is the state of each peer connection's breaker.
 	Peers map[string]failover.State
+	// PeerTimeouts is the effective timeout of a call forwarded to each
+	// peer: the RTO of its latencies, at least 50 ms (or half of
+	// ForwardTimeout, if more) plus Lag, at most
+	// ForwardTimeout (that ceiling for a member not dialled yet). The
+	// store's are in Store (Timeout, and each shard's in Store.Shards).
+	PeerTimeouts map[string]time.Duration
+	// Lag is how long this node has been descheduled at a stretch lately
+	// (the largest lateness of its own 10 ms timer over the last 5 s): a CPU
+	// quota, a busy host or a GC pause. Timeouts leave room for it.
+	Lag time.Duration
 	// Store is the store breaker's and fallback policy's counters.
 	Store failover.Stats
 	// Local is the owned keys' store.
@@ -93,6 +104,8 @@ func (n *Node) Stats() Stats {
 		ForwardFailures: n.stats.forwardFailures.Load(),
 		Served:          n.stats.served.Load(),
 		Peers:           n.peers.states(),
+		PeerTimeouts:    n.peers.timeouts(),
+		Lag:             n.peers.lag.Recent(time.Now()),
 		Store:           n.store.Stats(),
 		Local:           n.local.Stats(),
 		HandedOff:       n.stats.handedOff.Load(),

@@ -1,17 +1,25 @@
 package node
 
 import (
+	"context"
+	"sync"
+
 	"github.com/ringlimit/ringlimit/failover"
 	"github.com/ringlimit/ringlimit/local"
 	"github.com/ringlimit/ringlimit/remote"
 )
 
 // newStore builds the store tier: the central store behind a breaker, with
-// the fallback policy. Without a store, the policy alone.
+// the fallback policy. Without a store, the policy alone. It also starts
+// the node's measure of its own scheduling lag, which the store's and the
+// peers' timeouts follow: the closer it returns stops it.
 func (n *Node) newStore() (*failover.Limiter, func() error, error) {
 	cfg := n.cfg
 	primary := cfg.Store
 	var closer func() error
+	lag, stopLag := startLag()
+	n.peers.lag = lag
+
 	if primary == nil && (len(cfg.ValkeyAddrs) > 0 || cfg.ValkeyOptions != nil) {
 		opt := remote.Options{Addrs: cfg.ValkeyAddrs}
 		if cfg.ValkeyOptions != nil {
@@ -27,6 +35,7 @@ func (n *Node) newStore() (*failover.Limiter, func() error, error) {
 	}
 	fc := failover.Config{
 		Timeout: cfg.StoreTimeout,
+		Lag:     lag,
 		Policy:  cfg.Policy,
 		Logger:  cfg.Logger,
 		Share:   func() int { return n.members.Ring().Len() },
@@ -42,5 +51,28 @@ func (n *Node) newStore() (*failover.Limiter, func() error, error) {
 	if cfg.Policy == failover.LocalShare {
 		fc.Local = local.New(local.Config{MaxKeys: cfg.MaxKeys, Clock: cfg.Clock})
 	}
+	storeCloser := closer
+	closer = func() error {
+		stopLag()
+		if storeCloser != nil {
+			return storeCloser()
+		}
+		return nil
+	}
 	return failover.New(primary, fc), closer, nil
+}
+
+// startLag starts the goroutine that measures how long this process is
+// descheduled (failover.Lag: the lateness of a 10 ms timer); stop ends it
+// and waits for it.
+func startLag() (lag *failover.Lag, stop func()) {
+	lag = new(failover.Lag)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		lag.Run(ctx, failover.DefaultLagInterval)
+	}()
+	var once sync.Once
+	return lag, func() { once.Do(func() { cancel(); <-done }) }
 }

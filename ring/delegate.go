@@ -43,7 +43,9 @@ func (e *events) NotifyLeave(n *memberlist.Node)  { e.record(n, false) }
 func (e *events) record(n *memberlist.Node, alive bool) {
 	m := (*Membership)(e)
 	now := time.Now()
+	cause := ""
 	m.mu.Lock()
+	_, known := m.members[n.Name]
 	switch _, leaving := m.leaving[n.Name]; {
 	case alive:
 		md, err := decodeMeta(n.Meta)
@@ -53,15 +55,30 @@ func (e *events) record(n *memberlist.Node, alive bool) {
 		m.members[n.Name] = memberInfo{rpcAddr: resolveRPC(md.RPCAddr, n.Addr), addr: n.Address()}
 		delete(m.failed, n.Name)
 		delete(m.leaving, n.Name)
+		m.unhold(n.Name) // it refuted while held
 	case leaving || n.Name == m.cfg.Name: // left gracefully: not to be reconnected
 		delete(m.members, n.Name)
 		delete(m.failed, n.Name)
+		m.unhold(n.Name)
+		cause = "left"
+	case known && m.holdFor() > 0: // failed, but this member runs late: see Config.Stalled
+		m.hold(n.Name, n.Address(), m.holdFor())
 	default: // failed (memberlist's Node.State does not tell dead from left)
 		delete(m.members, n.Name)
 		m.failed[n.Name] = failedMember{addr: n.Address(), at: now}
 		evictOldest(m.failed, func(f failedMember) time.Time { return f.at })
+		cause = "failed"
 	}
 	m.mu.Unlock()
+	// Every drop of a member this one knew, once, with its cause.
+	switch {
+	case !known || n.Name == m.cfg.Name:
+	case cause == "failed":
+		m.log.Warn("ring: member dropped", "peer", n.Name, "addr", n.Address(), "cause",
+			"failed: it did not answer probes, direct or indirect, nor refute the suspicion in time")
+	case cause == "left":
+		m.log.Info("ring: member dropped", "peer", n.Name, "addr", n.Address(), "cause", "left: it announced its leave")
+	}
 	m.notify()
 }
 

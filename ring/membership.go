@@ -69,6 +69,7 @@ type Membership struct {
 	members map[string]memberInfo
 	failed  map[string]failedMember // members to reconnect to
 	leaving map[string]time.Time    // members that announced they leave, and when
+	held    map[string]heldMember   // members declared failed, kept on the ring a while (health.go)
 
 	bcast *memberlist.TransmitLimitedQueue // our gossip messages: leave intents
 
@@ -98,6 +99,7 @@ func NewMembership(cfg Config) (*Membership, error) {
 		members: make(map[string]memberInfo),
 		failed:  make(map[string]failedMember),
 		leaving: make(map[string]time.Time),
+		held:    make(map[string]heldMember),
 		kick:    make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 	}
@@ -150,6 +152,7 @@ func NewMembership(cfg Config) (*Membership, error) {
 	mc.ProbeTimeout = cfg.ProbeTimeout
 	mc.SuspicionMult = cfg.SuspicionMult
 	mc.SuspicionMaxTimeoutMult = cfg.SuspicionMaxTimeoutMult
+	mc.AwarenessMaxMultiplier = cfg.AwarenessMaxMultiplier
 	mc.GossipInterval = cfg.GossipInterval
 	mc.PushPullInterval = cfg.PushPullInterval
 	mc.GossipToTheDeadTime = cfg.PushPullInterval
@@ -262,6 +265,7 @@ func (m *Membership) Shutdown() error {
 		m.life.Unlock()
 		close(m.stop)
 		m.wg.Wait()
+		m.stopHolds()
 		if err := m.ml.Shutdown(); err != nil {
 			m.shutdownErr = fmt.Errorf("ring: shutdown: %w", err)
 		}

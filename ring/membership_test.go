@@ -1,11 +1,14 @@
 package ring
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -451,5 +454,103 @@ func TestOnChangeMayBlock(t *testing.T) {
 	}
 	if !slices.Equal(events[1].Ring.Members(), all) || a.Ring() != events[1].Ring {
 		t.Fatalf("the second event's ring %q is not the published one", events[1].Ring.Members())
+	}
+}
+
+// dropLog records the "member dropped" lines a member logs.
+type dropLog struct {
+	mu    sync.Mutex
+	lines []string // peer: cause
+}
+
+func (d *dropLog) Enabled(context.Context, slog.Level) bool { return true }
+func (d *dropLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "ring: member dropped" {
+		return nil
+	}
+	var peer, cause string
+	r.Attrs(func(a slog.Attr) bool {
+		switch a.Key {
+		case "peer":
+			peer = a.Value.String()
+		case "cause":
+			cause, _, _ = strings.Cut(a.Value.String(), ":")
+		}
+		return true
+	})
+	d.mu.Lock()
+	d.lines = append(d.lines, r.Level.String()+" "+peer+" "+cause)
+	d.mu.Unlock()
+	return nil
+}
+func (d *dropLog) WithAttrs([]slog.Attr) slog.Handler { return d }
+func (d *dropLog) WithGroup(string) slog.Handler      { return d }
+func (d *dropLog) got() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.lines)
+}
+
+// Every drop of a member is logged once, by each member that drops it,
+// with its cause: a crash is a failure (a warning), a Leave is not.
+func TestMemberDropLoggedOnceWithCause(t *testing.T) {
+	logs := make([]*dropLog, 4)
+	ms := startCluster(t, 4, func(i int, c *Config) {
+		logs[i] = &dropLog{}
+		c.Logger = slog.New(logs[i])
+	})
+	if err := ms[3].Shutdown(); err != nil { // a crash
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the survivors to drop node-3", func() bool { return allSee(ms[:3], names(3)) })
+	if err := ms[2].Leave(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the others to drop node-2", func() bool { return allSee(ms[:2], names(2)) })
+	for i := range 2 {
+		want := []string{"WARN node-3 failed", "INFO node-2 left"}
+		waitFor(t, time.Second, ms[i].Name()+" to log both drops", func() bool { return len(logs[i].got()) >= 2 })
+		if got := logs[i].got(); !slices.Equal(got, want) {
+			t.Errorf("%s logged drops %q, want %q", ms[i].Name(), got, want)
+		}
+	}
+	if got := logs[2].got(); !slices.Equal(got, []string{"WARN node-3 failed"}) {
+		t.Errorf("node-2 logged drops %q, want node-3's failure only (not its own leave)", got)
+	}
+}
+
+// A member that was descheduled lately (Stalled reports 400 ms) keeps a
+// member declared failed on its ring for twice that, while a member that
+// runs on time drops it at once; then it drops it too, and logs it once.
+func TestStalledMemberHoldsItsVerdict(t *testing.T) {
+	logs := make([]*dropLog, 3)
+	ms := startCluster(t, 3, func(i int, c *Config) {
+		logs[i] = &dropLog{}
+		c.Logger = slog.New(logs[i])
+		if i == 0 {
+			c.Stalled = func() time.Duration { return 400 * time.Millisecond }
+		}
+	})
+	if err := ms[2].Shutdown(); err != nil { // a crash
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "node-1 to drop node-2", func() bool { return allSee(ms[1:2], names(2)) })
+	// node-0 heard node-2 declared failed within a gossip round or two of
+	// node-1 (tens of ms, a few hundred on a loaded machine), well within
+	// its 800 ms hold.
+	if !slices.Contains(ms[0].Ring().Members(), "node-2") {
+		t.Fatalf("node-0 dropped node-2 as soon as node-1 did; want it held for 800 ms")
+	}
+	took := waitFor(t, 5*time.Second, "node-0 to drop node-2", func() bool { return allSee(ms[:1], names(2)) })
+	t.Logf("node-0 dropped node-2 %v after node-1", took)
+	waitFor(t, time.Second, "node-0 to log the drop", func() bool { return len(logs[0].got()) > 0 })
+	if got := logs[0].got(); !slices.Equal(got, []string{"WARN node-2 failed"}) {
+		t.Errorf("node-0 logged drops %q, want node-2's failure once", got)
+	}
+	ms[0].mu.Lock()
+	_, failed := ms[0].failed["node-2"]
+	ms[0].mu.Unlock()
+	if !failed {
+		t.Error("node-0 does not remember node-2 for reconnecting")
 	}
 }

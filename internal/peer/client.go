@@ -31,6 +31,11 @@ type ClientConfig struct {
 	// Dial dials the peer. If nil, net.Dialer.DialContext over TCP. Tests use
 	// it to put a fault-injecting network in between.
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
+	// Extend, if not nil, is asked when a call's timer fires at now (the
+	// call began at start, with timeout, due at due) and returns how much
+	// longer it may wait, for the time this process spent descheduled
+	// meanwhile (failover.Lag.Extend); 0 times the call out. If nil, none.
+	Extend func(start, due, now time.Time, timeout time.Duration) time.Duration
 }
 
 // Client is a connection to one peer that carries many calls at once. Calls
@@ -169,9 +174,14 @@ func (c *Client) DoTimeout(ctx context.Context, r *Request, timeout time.Duratio
 		}
 		break
 	}
-	cl.timer.Reset(timeout - time.Since(start)) // one timeout for dial, write and answer
+	due := start.Add(timeout)
+	cl.timer.Reset(time.Until(due)) // one timeout for dial, write and answer
+	if now := time.Now(); now.After(due) {
+		due = now // the dial took the timeout: the timer fires now, not late
+	}
 	cn.write(c, r, id, start)
 	var err error
+wait:
 	select {
 	case res := <-cl.ch:
 		cl.timer.Stop()
@@ -185,6 +195,14 @@ func (c *Client) DoTimeout(ctx context.Context, r *Request, timeout time.Duratio
 		}
 		return res, nil
 	case <-cl.timer.C:
+		if c.cfg.Extend != nil {
+			now := time.Now()
+			if more := c.cfg.Extend(start, due, now, timeout); more > 0 {
+				due = now.Add(more)
+				cl.timer.Reset(more)
+				goto wait
+			}
+		}
 		err = fmt.Errorf("%w after %s", ErrTimeout, timeout)
 	case <-ctx.Done():
 		cl.timer.Stop()
