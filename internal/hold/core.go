@@ -104,12 +104,13 @@ type source struct {
 
 // flight is one pull in progress for a key: the members asked so far.
 type flight struct {
-	asked   []string
-	namedBy map[string]string // a member asked -> the member whose MovedTo named it
-	hinted  bool              // a Gone has been reported back once
-	tries   int               // unanswered pulls of the last member asked
-	inc     uint64            // the incarnation of the last member asked
-	ceded   string            // this node answered a pull of the key meanwhile and gave way to this member
+	asked    []string
+	namedBy  map[string]string // a member asked -> the member whose MovedTo named it
+	hinted   bool              // a Gone has been reported back once
+	promised bool              // this node answered a pull of the key with Mine
+	tries    int               // unanswered pulls of the last member asked
+	inc      uint64            // the incarnation of the last member asked
+	ceded    string            // this node answered a pull of the key meanwhile and gave way to this member
 }
 
 // Core is the ownership state of one node. It is not safe for simultaneous

@@ -130,7 +130,7 @@ func (c *Core) Pulled(key string, h uint64, from string, a Answer, held *Version
 			f.tries, f.inc = 0, inc
 			return Action{Kind: Pull, To: to, Inc: inc}
 		}
-		if o := c.Owner(h); o != c.self {
+		if o := c.Owner(h); o != c.self && !f.promised {
 			return c.conclude(key, f, Action{Kind: Forward, To: o})
 		}
 		return Action{Kind: Load} // the pull goes on until Loaded
@@ -146,9 +146,11 @@ func (c *Core) Pulled(key string, h uint64, from string, a Answer, held *Version
 		// push is not confirmed: the state is there, or comes back here.
 		return c.conclude(key, f, Action{Kind: Decide}) // (sends the calls after the copy)
 	}
-	if o := c.Owner(h); o != c.self {
+	if o := c.Owner(h); o != c.self && !f.promised {
 		// The ring moved on while the pull was out: the key starts at its
-		// owner, not here.
+		// owner, not here. (Unless this node told others it takes the
+		// key: their calls come here, and sending them on could make two
+		// members send each other's calls back and forth.)
 		return c.conclude(key, f, Action{Kind: Forward, To: o})
 	}
 	if c.Stored {
@@ -271,11 +273,13 @@ func (c *Core) Asked(a Ask) Reply {
 			// This node is taking the key already: the asker's calls come
 			// here. (Sent on to the member this node asks, the two could
 			// each give it up and both start it.)
+			f.promised = true
 			return Reply{A: Answer{Kind: Mine}}
 		}
 		// Both take the key at once from each other, each from its own
 		// view. One gives way: the lower name keeps it.
 		if c.self < a.From && f.ceded == "" {
+			f.promised = true
 			return Reply{A: Answer{Kind: Mine}}
 		}
 		f.ceded = a.From

@@ -143,10 +143,10 @@ func (s *sim) fault() {
 			until := s.now + s.rnd(10*ms, 500*ms)
 			s.logf("cut %s->%s until %.0fms", a, b, float64(until)/float64(ms))
 			l := s.link(a, b)
-			l.blocked, l.conn = until, l.conn+1
+			l.blocked, l.cutUntil, l.conn = until, until, l.conn+1
 			if s.rng.IntN(2) == 0 {
 				l := s.link(b, a)
-				l.blocked, l.conn = until, l.conn+1
+				l.blocked, l.cutUntil, l.conn = until, until, l.conn+1
 			}
 		}
 	case 5: // a dropped connection: what is in flight on it is lost
@@ -158,7 +158,13 @@ func (s *sim) fault() {
 	default: // a pause
 		if len(live) > 0 {
 			n := s.nodes[pick()]
+			from := s.now
+			if n.paused > s.now {
+				from = n.pauses[len(n.pauses)-1][0] // it extends the pause it is in
+				n.pauses = n.pauses[:len(n.pauses)-1]
+			}
 			n.paused = max(n.paused, s.now) + s.rnd(5*ms, 300*ms)
+			n.pauses = append(n.pauses, [2]int64{from, n.paused})
 			s.logf("%s paused until %.0fms", n.name, float64(n.paused)/float64(ms))
 		}
 	}
@@ -185,8 +191,8 @@ func (s *sim) check() result {
 	for _, k := range s.keys {
 		c := s.rules[k].Capacity()
 		if got, bound := s.admitted[k], exact[k]+c*s.episodes[k]; got > bound {
-			r.violations = append(r.violations, fmt.Sprintf("key %s (%v) admitted %d > %d (one limiter: %d; %d unreachable-holder episodes of at most %d)",
-				k, s.rules[k].Algorithm, got, bound, exact[k], s.episodes[k], c))
+			r.violations = append(r.violations, fmt.Sprintf("key %s (%v) admitted %d > %d (one limiter: %d; %d unreachable-holder episodes of at most %d; %d store decisions, %d loads)",
+				k, s.rules[k].Algorithm, got, bound, exact[k], s.episodes[k], c, s.storeDecs[k], s.loads[k]))
 		}
 	}
 	for _, c := range s.calls {

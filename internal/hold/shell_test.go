@@ -301,7 +301,7 @@ func (s *sim) forward(n *snode, c *scall, to, via string) {
 			reply(func() {
 				c.hops++
 				if c.hops > 4 {
-					s.storeDecide(n, c)
+					s.reroute(n, c)
 					return
 				}
 				if a.To == n.name {
@@ -321,7 +321,7 @@ func (s *sim) forward(n *snode, c *scall, to, via string) {
 				reply(func() {
 					c.hops++
 					if c.hops > 4 {
-						s.storeDecide(n, c)
+						s.reroute(n, c)
 						return
 					}
 					if next == n.name {
@@ -344,20 +344,33 @@ func (s *sim) forward(n *snode, c *scall, to, via string) {
 			return
 		}
 		c.tries++
-		if c.tries < 3 && slices.Contains(n.view, to) {
+		// Slow is not dead: while the owner is in this node's view, the
+		// same call is sent again (it decides it once), for up to 2 s.
+		if (c.tries < 3 || s.now-c.issued < 2000*ms) && slices.Contains(n.view, to) {
 			s.forward(n, c, to, via) // the same call: the owner decides it once
 			return
 		}
-		s.storeDecide(n, c)
+		if !slices.Contains(n.view, to) && s.now-c.issued < 2000*ms {
+			// It left this node's view (gone, or thought so) while the call
+			// was out: the call goes where the view says now.
+			s.reroute(n, c)
+			return
+		}
+		s.storeDecide(n, c, to)
 	})
 }
 
-// storeDecide decides c at the store: the owner could not be reached.
-func (s *sim) storeDecide(n *snode, c *scall) {
+// storeDecide decides c at the store: the member lost could not be
+// reached ("" if the call bounced past the hop limit: no excuse, so no
+// episode).
+func (s *sim) storeDecide(n *snode, c *scall, lost string) {
 	if c.done {
 		return
 	}
-	s.episodes[c.key]++
+	if lost != "" && s.lost(n.name, lost, 3*100*ms) {
+		s.credit(c.key, lost)
+	}
+	s.storeDecs[c.key]++
 	d, err := s.store.lim.AllowNAt(time.UnixMilli(s.base+s.now/ms), c.key, s.rules[c.key], 1)
 	if err != nil {
 		panic(err)
@@ -405,9 +418,6 @@ func (s *sim) pullGone(n *snode, key, to string, want uint64, gone string, goneI
 		if n.inc != inc {
 			return
 		}
-		if s.link(n.name, to).blocked > s.now-80*ms || s.link(to, n.name).blocked > s.now-80*ms {
-			s.cutPull[n.name+"\x00"+key] = true // a cut, not a pause, kept the answer away
-		}
 		s.pulled(n, key, to, Answer{Kind: Unreachable})
 	})
 }
@@ -418,14 +428,13 @@ func (s *sim) pulled(n *snode, key, from string, a Answer) {
 	act := n.core.Pulled(key, h, from, a, s.held(n, key), s.nodeNow(n))
 	s.logf("%s pulled %s: ver %v -> %s %s install=%v", n.name, key, a.Ver, act.Kind, act.To, act.Install)
 	if a.Kind == Unreachable && act.Kind != Pull {
-		// Given up on a member: if a cut (a partition that lasts) kept
-		// its answers away, or it holds the key now, the key may have been
-		// held on the far side: the exception the bound allows for. A
-		// member that was only paused is not one.
-		cut := s.cutPull[n.name+"\x00"+key]
-		delete(s.cutPull, n.name+"\x00"+key)
-		if t := s.nodes[from]; t.alive && (cut || t.lim.Has(key) || t.core.HasCopy(key)) {
-			s.episodes[key]++
+		// Given up on a member after maxPullTries unanswered pulls: the
+		// exception the bound allows for if it crashed, was cut off, or
+		// was paused longer than that give-up bound (to its peers, a
+		// member paused that long is a crashed one). A member that was
+		// only slow is not one.
+		if s.lost(n.name, from, maxPullTries*80*ms) {
+			s.credit(key, from)
 		}
 	}
 	if act.Install {
@@ -484,6 +493,7 @@ func (s *sim) redirect(n *snode, key, to string) {
 func (s *sim) load(n *snode, key string) {
 	inc := n.inc
 	s.logf("%s loads %s from the store", n.name, key)
+	s.loads[key]++
 	s.at(s.now+s.rnd(100*us, 2*ms), func() {
 		if n.inc != inc || !n.alive {
 			return
@@ -572,4 +582,18 @@ func (s *sim) writeBehind(n *snode) {
 		// The write travels: a late one must not overwrite a newer state.
 		s.at(s.now+s.rnd(100*us, 30*ms), func() { s.storeWrite(x.key, x.st, x.ver) })
 	}
+}
+
+// reroute sends c down n's chain again, from the start, a moment later: it
+// bounced between members whose views disagree, or its owner left the view.
+// Past 2 s of waiting it goes to the store (an episode only if a member it
+// needed was lost).
+func (s *sim) reroute(n *snode, c *scall) {
+	if s.now-c.issued >= 2000*ms {
+		s.storeDecide(n, c, "")
+		return
+	}
+	c.hops, c.tries = 0, 0
+	inc := n.inc
+	s.at(s.now+20*ms, func() { s.deliver(n.name, inc, func() { s.route(n, c, "") }) })
 }

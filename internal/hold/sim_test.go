@@ -95,15 +95,18 @@ type sim struct {
 	msgs        int
 	parked      map[*scall]func(ringlimit.Decision) // forwarded calls an owner parked on a pull
 	parkedMoved map[*scall]func(to string)
-	cutPull     map[string]bool // node+key: a pull of it failed across a cut
+	credited    map[string]bool // key+member+incarnation: an episode counted
+	storeDecs   map[string]int  // key: decisions the store made
+	loads       map[string]int  // key: loads from the store
 	log         []string        // the last events, printed with a violation
 	trace       bool
 }
 
 type link struct {
-	last    int64 // the last delivery scheduled: FIFO
-	conn    int   // bumped by a dropped connection: older messages are lost
-	blocked int64 // until then, nothing gets through
+	last     int64 // the last delivery scheduled: FIFO
+	conn     int   // bumped by a dropped connection: older messages are lost
+	blocked  int64 // until then, nothing gets through
+	cutUntil int64 // the end of the last cut
 }
 
 type snode struct {
@@ -111,8 +114,9 @@ type snode struct {
 	inc      int
 	alive    bool
 	joined   bool
-	paused   int64 // handles nothing before
-	skew     int64 // ms
+	paused   int64      // handles nothing before
+	pauses   [][2]int64 // every pause: from, until
+	skew     int64      // ms
 	core     *Core
 	lim      *local.Limiter
 	vers     map[string]Version
@@ -155,7 +159,7 @@ func (c simClock) Now() time.Time {
 func newSim(cfg simConfig) *sim {
 	s := &sim{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.seed, cfg.seed^0x9e3779b97f4a7c15)),
 		base: 1_700_000_000_000 + 3600_000, nodes: map[string]*snode{}, links: map[[2]string]*link{},
-		rules: map[string]ringlimit.Rule{}, admitted: map[string]int64{}, episodes: map[string]int64{}, parked: map[*scall]func(ringlimit.Decision){}, parkedMoved: map[*scall]func(string){}, cutPull: map[string]bool{}}
+		rules: map[string]ringlimit.Rule{}, admitted: map[string]int64{}, episodes: map[string]int64{}, parked: map[*scall]func(ringlimit.Decision){}, parkedMoved: map[*scall]func(string){}, credited: map[string]bool{}, storeDecs: map[string]int{}, loads: map[string]int{}}
 	var zero int64
 	s.store = &simStore{lim: local.New(local.Config{MaxKeys: 1024, Clock: simClock{s, &zero}}), vers: map[string]Version{}}
 	for i := range cfg.keys {
@@ -389,7 +393,7 @@ func (s *sim) crash(name string) {
 	s.logf("%s crashes", name)
 	for _, k := range s.keys {
 		if n.lim.Has(k) || n.core.HasCopy(k) {
-			s.episodes[k]++ // what it did not write behind is lost
+			s.credit(k, name) // what it did not write behind is lost
 		}
 	}
 	n.alive = false
@@ -448,3 +452,34 @@ func (s *sim) leave(name string) {
 // --- calls ------------------------------------------------------------
 
 // --- store ------------------------------------------------------------
+
+// lost reports whether the member to, given up on by from after budget of
+// unanswered tries, could not have answered: it crashed or stopped, the
+// link between them was cut, or it was paused for at least budget.
+func (s *sim) lost(from, to string, budget int64) bool {
+	t := s.nodes[to]
+	if t == nil || !t.alive {
+		return true
+	}
+	for _, l := range []*link{s.link(from, to), s.link(to, from)} {
+		if l.cutUntil > s.now-budget {
+			return true
+		}
+	}
+	for _, p := range t.pauses {
+		if p[1]-p[0] >= budget && p[1] > s.now-budget-maxWait {
+			return true
+		}
+	}
+	return false
+}
+
+// credit counts one unreachable-holder episode for key: at most one per
+// member incarnation that became unreachable.
+func (s *sim) credit(key, member string) {
+	id := fmt.Sprintf("%s\x00%s\x00%d", key, member, s.nodes[member].inc)
+	if !s.credited[id] {
+		s.credited[id] = true
+		s.episodes[key]++
+	}
+}
