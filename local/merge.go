@@ -1,6 +1,10 @@
 package local
 
-import "github.com/ringlimit/ringlimit"
+import (
+	"slices"
+
+	"github.com/ringlimit/ringlimit"
+)
 
 // Merge returns one state that counts the hits of both a and b: the state of
 // one key that two nodes started independently (each admitting from a fresh
@@ -11,36 +15,50 @@ import "github.com/ringlimit/ringlimit"
 // hits twice, admitting less than it should): node tells them apart by their
 // versions' origins.
 //
-// States under different rules (algorithm or window) do not merge: a's
-// stands. Each index of a key (State.More) merges with the same index.
+// States under different rules (algorithm or window) do not merge: the one
+// that matters longer (the later Until) stands. Each index of a key (State.More) merges with the same index.
 func Merge(a, b State) State {
-	m := merge1(a, b)
-	if len(b.More) == 0 {
-		return m
-	}
-	more := append([]State(nil), a.More...)
-	for _, y := range b.More {
-		found := false
-		for i := range more {
-			if more[i].Index == y.Index {
-				more[i], found = merge1(more[i], y), true
-				break
+	// Both sides flattened by index (a state and its More), merged index
+	// by index, and put back with the lowest index on top, as Take does.
+	var byIdx [ringlimit.MaxRules]*State
+	var order []int
+	for _, side := range [2]State{a, b} {
+		more := side.More
+		side.More = nil
+		for _, st := range append([]State{side}, more...) {
+			st.More = nil
+			i := st.Index
+			if uint(i) >= ringlimit.MaxRules {
+				continue
 			}
-		}
-		if !found {
-			more = append(more, y)
+			if byIdx[i] == nil {
+				st := st
+				byIdx[i] = &st
+				order = append(order, i)
+				continue
+			}
+			m := merge1(*byIdx[i], st)
+			byIdx[i] = &m
 		}
 	}
-	m.More = more
-	return m
+	slices.Sort(order)
+	out := *byIdx[order[0]]
+	for _, i := range order[1:] {
+		out.More = append(out.More, *byIdx[i])
+	}
+	return out
 }
 
 func merge1(a, b State) State {
 	if a.Algorithm != b.Algorithm || a.Window != b.Window || a.Index != b.Index {
+		// Under different rules (a rule changed while the key moved):
+		// the state that matters longer stands, the other starts afresh.
+		if b.Until > a.Until {
+			return b
+		}
 		return a
 	}
 	m := a
-	m.More = a.More
 	m.Until = max(a.Until, b.Until)
 	switch a.Algorithm {
 	case ringlimit.TokenBucket, ringlimit.LeakyBucket:

@@ -67,11 +67,87 @@ func mustAllow(t *testing.T, l *local.Limiter, at time.Time, rule ringlimit.Rule
 func TestMergeDifferentRule(t *testing.T) {
 	a := local.State{Algorithm: ringlimit.FixedWindow, Window: 1000, A: 5, B: 3}
 	b := local.State{Algorithm: ringlimit.FixedWindow, Window: 2000, A: 5, B: 4}
+	a.Until, b.Until = 2000, 1000
 	if m := local.Merge(a, b); m.B != 3 {
-		t.Fatalf("Merge across windows = %+v, want a unchanged", m)
+		t.Fatalf("Merge across windows = %+v, want a (it matters longer)", m)
+	}
+	if m := local.Merge(b, a); m.B != 3 {
+		t.Fatalf("Merge across windows, b first = %+v, want a (it matters longer)", m)
 	}
 }
 
 type clockFunc func() time.Time
 
 func (f clockFunc) Now() time.Time { return f() }
+
+// TestMergeAcrossWindows: two limiters that admitted in different windows
+// of one key (one rolled over, one did not): the merge follows the later
+// window and counts what still matters in it, as one limiter would.
+func TestMergeAcrossWindows(t *testing.T) {
+	t0 := time.UnixMilli(1_700_000_000_000 - 1_700_000_000_000%60_000) // a minute boundary
+	for _, alg := range []ringlimit.Algorithm{ringlimit.FixedWindow, ringlimit.SlidingWindow, ringlimit.TokenBucket, ringlimit.LeakyBucket, ringlimit.SlidingLog} {
+		t.Run(alg.String(), func(t *testing.T) {
+			rule := ringlimit.Rule{Algorithm: alg, Limit: 10, Window: time.Minute}
+			at := t0.Add(50 * time.Second)
+			clk := clockFunc(func() time.Time { return at })
+			a, b, one := local.New(local.Config{Clock: clk}), local.New(local.Config{Clock: clk}), local.New(local.Config{Clock: clk})
+			for range 4 { // a: 4 hits late in the first window
+				at = at.Add(time.Second)
+				mustAllow(t, a, at, rule, true)
+				mustAllow(t, one, at, rule, true)
+			}
+			at = t0.Add(65 * time.Second)
+			for range 3 { // b: 3 hits early in the next window
+				at = at.Add(time.Second)
+				mustAllow(t, b, at, rule, true)
+				mustAllow(t, one, at, rule, true)
+			}
+			sb, _ := b.Export("k")
+			merged := []local.State{sb}
+			if sa, ok := a.Export("k"); ok { // (a fixed window's earlier window no longer matters)
+				merged = []local.State{local.Merge(sa, sb), local.Merge(sb, sa)}
+			}
+			for _, m := range merged {
+				l := local.New(local.Config{Clock: clk})
+				l.Import("k", m)
+				ref := local.New(local.Config{Clock: clk})
+				so, _ := one.Export("k")
+				ref.Import("k", so)
+				for i := range 12 {
+					at2 := at.Add(time.Duration(i+1) * time.Millisecond)
+					dm, _ := l.AllowNAt(at2, "k", rule, 1)
+					do, _ := ref.AllowNAt(at2, "k", rule, 1)
+					if dm.Allowed && !do.Allowed {
+						t.Fatalf("call %d: the merge admits where one limiter denies", i)
+					}
+					if dm.Allowed != do.Allowed && alg != ringlimit.TokenBucket && alg != ringlimit.LeakyBucket {
+						t.Fatalf("call %d: merged allowed=%v, one limiter %v", i, dm.Allowed, do.Allowed)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestMergeIndexes: states of several indexes (AllowAll) merge index by
+// index, whichever index each side has on top.
+func TestMergeIndexes(t *testing.T) {
+	fw := func(idx int, count int64) local.State {
+		return local.State{Algorithm: ringlimit.FixedWindow, Window: 1000, Index: idx, A: 7, B: count, Until: 9000}
+	}
+	a := fw(0, 1)
+	a.More = []local.State{fw(1, 2)}
+	b := fw(1, 5) // its index 0 expired: index 1 on top
+	b.More = []local.State{fw(2, 3)}
+	m := local.Merge(a, b)
+	got := map[int]int64{m.Index: m.B}
+	for _, x := range m.More {
+		got[x.Index] = x.B
+	}
+	if want := map[int]int64{0: 1, 1: 7, 2: 3}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("merged counts by index %v, want %v", got, want)
+	}
+	if m.Index != 0 {
+		t.Fatalf("index %d on top, want the lowest, 0", m.Index)
+	}
+}

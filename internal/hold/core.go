@@ -147,19 +147,23 @@ type Core struct {
 
 	// Forgotten counts the unresolved ring changes dropped past the bound.
 	Forgotten uint64
+	// MarksDropped counts the marks dropped past maxMarks (see dropMark):
+	// a key of one may be started by a member that asks this node about
+	// it (the bound is stated where the shell sets it).
+	MarksDropped uint64
 
-	bugs Bug // planted bugs, for the simulator's mutation check
+	bugs bug // planted bugs, for the simulator's mutation check
 }
 
-// Bug plants one known bug in the core, so that the simulator's mutation
+// bug plants one known bug in the core, so that the simulator's mutation
 // test can show it finds each.
-type Bug uint8
+type bug uint8
 
 const (
-	BugTwoHolders Bug = 1 << iota // a node that gave a key away decides it afresh
-	BugPullTwice                  // a pull is answered with the state, and the state stays
-	BugSkipLoad                   // an unreachable source is given up without the store load
-	BugSkipWindow                 // a ring change leaves no source: new owners decide at once
+	bugTwoHolders bug = 1 << iota // a node that gave a key away decides it afresh
+	bugPullTwice                  // a pull is answered with the state, and the state stays
+	bugSkipLoad                   // an unreachable source is given up without the store load
+	bugSkipWindow                 // a ring change leaves no source: new owners decide at once
 )
 
 // New returns the core of the node named self, alone in its ring.
@@ -168,8 +172,8 @@ func New(self string) *Core {
 		maxMarks: 1 << 20, MaxUntil: 25 * 3600 * 1000}
 }
 
-// SetBugs plants bugs (tests only).
-func (c *Core) SetBugs(b Bug) { c.bugs = b }
+// setBugs plants bugs (tests only).
+func (c *Core) setBugs(b bug) { c.bugs = b }
 
 // Self is the node's name.
 func (c *Core) Self() string { return c.self }
@@ -208,7 +212,7 @@ func (c *Core) SetView(v, withoutSelf View, id uint64, now int64) {
 	if c.leaving != nil && withoutSelf != nil {
 		c.leaving = withoutSelf // a leaver hands its keys to the owners of its latest view
 	}
-	if prev != nil && c.bugs&BugSkipWindow == 0 {
+	if prev != nil && c.bugs&bugSkipWindow == 0 {
 		c.nextSrc++
 		c.srcs = append(c.srcs, &source{id: c.nextSrc, at: now, prev: prev, done: map[string]bool{}})
 		if len(c.srcs) > maxSources {
@@ -276,7 +280,7 @@ func (c *Core) Call(k Call) Action {
 	if c.Seeded && !c.joined {
 		return Action{Kind: Wait} // called again once joined (Joined)
 	}
-	if m := c.liveMark(k.Key, k.Now); m != nil && c.bugs&BugTwoHolders == 0 {
+	if m := c.liveMark(k.Key, k.Now); m != nil && c.bugs&bugTwoHolders == 0 {
 		if m.to == k.Via || (!c.inView(m.to) && c.leaving == nil) {
 			// The member it went to sent the call back here, or it left
 			// this node's ring (gone, or only thought dead): the state is

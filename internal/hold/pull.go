@@ -118,7 +118,7 @@ func (c *Core) Pulled(key string, h uint64, from string, a Answer, held *Version
 		}
 		// It may hold the state and be cut off, or have crashed: what it
 		// wrote behind is in the store.
-		if c.bugs&BugSkipLoad != 0 {
+		if c.bugs&bugSkipLoad != 0 {
 			return c.conclude(key, f, Action{Kind: Decide})
 		}
 		if m := c.marks[key]; m != nil && m.to != c.self && m.copy != nil {
@@ -233,7 +233,7 @@ type Ask struct {
 // leaves with the answer); else it answers A.
 type Reply struct {
 	Give bool
-	Keep bool // (BugPullTwice) answer with the state and keep it
+	keep bool // (bugPullTwice) answer with the state and keep it
 	Copy *ringlimit.State
 	Ver  Version
 	A    Answer
@@ -247,8 +247,8 @@ func (c *Core) Asked(a Ask) Reply {
 	// has what the earlier one wrote behind.
 	earlier := a.Inc != 0 && a.Inc != c.Inc
 	if a.Has {
-		if c.bugs&BugPullTwice != 0 {
-			return Reply{Keep: true}
+		if c.bugs&bugPullTwice != 0 {
+			return Reply{keep: true}
 		}
 		return Reply{Give: true}
 	}

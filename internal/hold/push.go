@@ -7,10 +7,27 @@ func (c *Core) setMark(key string, m *mark) {
 		m.inc = incOf(c.view, m.to)
 	}
 	if _, ok := c.marks[key]; !ok && len(c.marks) >= c.maxMarks {
-		// Full: the oldest-expiring marks would go first in a real
-		// bound; a mark is the truth, so keep it and grow (counted).
+		c.dropMark()
 	}
 	c.marks[key] = m
+}
+
+// dropMark makes room for a mark: the one without a copy that expires first
+// goes (counted in MarksDropped). A mark with a copy holds a state, and is
+// kept: there are at most as many as the states this node gave away and
+// that were not confirmed yet.
+func (c *Core) dropMark() {
+	var victim string
+	var until int64
+	for k, m := range c.marks {
+		if m.copy == nil && (victim == "" || m.until < until) {
+			victim, until = k, m.until
+		}
+	}
+	if victim != "" {
+		delete(c.marks, victim)
+		c.MarksDropped++
+	}
 }
 
 // Gave records that key's state (version ver, expiring at until) left this
@@ -123,7 +140,17 @@ func (c *Core) Arrived(a Arrival) (install bool, on string, refused bool) {
 }
 
 // Tick lets the core drop what has expired at now.
-func (c *Core) Tick(now int64) { c.expire(now) }
+//
+// It visits every mark: call it now and then (every second, say), not per
+// call.
+func (c *Core) Tick(now int64) {
+	c.expire(now)
+	for k, m := range c.marks {
+		if m.until <= now {
+			delete(c.marks, k)
+		}
+	}
+}
 
 // Done is a member's word that it holds no state for the keys this node
 // owns in the view viewID, and expects none (it is Clean). It resolves the

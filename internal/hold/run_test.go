@@ -34,7 +34,7 @@ type result struct {
 const maxWait = maxPullSteps*maxPullTries*80*ms + 3*100*ms + 300*ms + 500*ms
 
 // runSchedule runs the schedule of one seed.
-func runSchedule(seed uint64, bugs Bug, kinds uint, trace bool) (*sim, result) {
+func runSchedule(seed uint64, bugs bug, kinds uint, trace bool) (*sim, result) {
 	r0 := newSim(simConfig{seed: seed})
 	cfg := simConfig{seed: seed, nodes: 3 + r0.rng.IntN(5), keys: 4 + r0.rng.IntN(5), faults: 2 + r0.rng.IntN(7),
 		span: int64(300+r0.rng.IntN(900)) * ms, bugs: bugs, kinds: kinds}
@@ -261,12 +261,12 @@ func TestSimulationMutations(t *testing.T) {
 	}
 	for _, m := range []struct {
 		name string
-		bug  Bug
+		bug  bug
 	}{
-		{"two holders decide at once", BugTwoHolders},
-		{"a pull answered twice", BugPullTwice},
-		{"the store load skipped", BugSkipLoad},
-		{"the hand-off window skipped", BugSkipWindow},
+		{"two holders decide at once", bugTwoHolders},
+		{"a pull answered twice", bugPullTwice},
+		{"the store load skipped", bugSkipLoad},
+		{"the hand-off window skipped", bugSkipWindow},
 	} {
 		found := uint64(0)
 		for seed := uint64(1); seed <= n && found == 0; seed++ {

@@ -407,7 +407,7 @@ func (s *sim) pullGone(n *snode, key, to string, want uint64, gone string, goneI
 			} else {
 				a = Answer{Kind: None}
 			}
-		case r.Keep:
+		case r.keep:
 			st, ok := t.lim.Export(key)
 			if ok {
 				a = Answer{Kind: State, St: &st, Ver: t.vers[key]}

@@ -47,7 +47,7 @@ type simConfig struct {
 	keys   int   //
 	faults int   // fault events in a run
 	span   int64 // µs over which calls and faults are spread
-	bugs   Bug
+	bugs   bug
 	kinds  uint // the kinds of fault drawn (see fault)
 }
 
@@ -372,7 +372,7 @@ func (s *sim) start(name string) *snode {
 	n.core.Inc = uint64(n.inc)
 	n.core.Seeded = true
 	n.core.Stored = true
-	n.core.SetBugs(s.cfg.bugs)
+	n.core.setBugs(s.cfg.bugs)
 	n.lim = local.New(local.Config{MaxKeys: 1024, Clock: simClock{s, &n.skew}, Hash: ring.Hash})
 	n.vers = map[string]Version{}
 	n.view = nil
