@@ -427,7 +427,7 @@ func (s *sim) pulled(n *snode, key, from string, a Answer) {
 	s.logf("%s pulled %s from %s: %d %s", n.name, key, from, a.Kind, a.To)
 	act := n.core.Pulled(key, h, from, a, s.held(n, key), s.nodeNow(n))
 	s.logf("%s pulled %s: ver %v -> %s %s install=%v", n.name, key, a.Ver, act.Kind, act.To, act.Install)
-	if a.Kind == Unreachable && act.Kind != Pull {
+	if a.Kind == Unreachable && !(act.Kind == Pull && act.To == from) {
 		// Given up on a member after maxPullTries unanswered pulls: the
 		// exception the bound allows for if it crashed, was cut off, or
 		// was paused longer than that give-up bound (to its peers, a
