@@ -118,8 +118,8 @@ func (c *Core) Pulled(key string, h uint64, from string, a Answer, held *Version
 		}
 		// It may hold the state and be cut off, or have crashed: what it
 		// wrote behind is in the store.
-		if c.bugs&bugSkipLoad != 0 {
-			return c.conclude(key, f, Action{Kind: Decide})
+		if c.bugs&bugSkipLoad != 0 || f.ceded != "" {
+			return c.conclude(key, f, Action{Kind: Decide}) // (a node that gave way sends the calls there)
 		}
 		if m := c.marks[key]; m != nil && m.to != c.self && m.copy != nil {
 			return c.conclude(key, f, Action{Kind: Decide}) // (sends the calls after the copy)
@@ -153,7 +153,7 @@ func (c *Core) Pulled(key string, h uint64, from string, a Answer, held *Version
 		// members send each other's calls back and forth.)
 		return c.conclude(key, f, Action{Kind: Forward, To: o})
 	}
-	if c.Stored {
+	if c.Stored && f.ceded == "" {
 		return Action{Kind: Load} // the pull goes on until Loaded
 	}
 	return c.conclude(key, f, Action{Kind: Decide})
@@ -177,9 +177,9 @@ func (c *Core) Stray(h uint64) string {
 	return ""
 }
 
-// Loaded ends a pull whose last step was a load from the store (the
-// state, if the store had one, is installed): Decide, or Forward if this
-// node gave the key way meanwhile.
+// Loaded ends a pull whose last step was a load from the store: Decide (the
+// shell then installs what it loaded, if anything, and decides), or Forward
+// if this node gave the key way meanwhile (the shell installs nothing).
 func (c *Core) Loaded(key string) Action {
 	f := c.pulls[key]
 	if f == nil {

@@ -498,6 +498,10 @@ func (s *sim) load(n *snode, key string) {
 		if n.inc != inc || !n.alive {
 			return
 		}
+		if a := n.core.Loaded(key); a.Kind == Forward {
+			s.redirect(n, key, a.To)
+			return
+		}
 		if st, ok := s.store.lim.Export(key); ok && !n.lim.Has(key) {
 			n.lim.Import(key, st)
 			// A load starts a branch of its own: two nodes that load one
@@ -505,10 +509,6 @@ func (s *sim) load(n *snode, key string) {
 			// twice: they admit less, never more).
 			now := s.nodeNow(n)
 			n.vers[key] = Join(s.store.vers[key].Next(now), Fresh(now, s.rng.Uint64()|1))
-		}
-		if a := n.core.Loaded(key); a.Kind == Forward {
-			s.redirect(n, key, a.To)
-			return
 		}
 		s.release(n, key, true)
 	})
