@@ -40,6 +40,7 @@
 //	ringlimit_members                               gauge    live members this node sees, itself included
 //	ringlimit_keys                                  gauge    keys whose state this node holds
 //	ringlimit_evictions_total{live}                 counter  keys dropped for room; live="true": their state still mattered
+//	ringlimit_evictions_denying_total               counter  of those live, keys that were denying
 //	ringlimit_expirations_total                     counter  idle keys dropped
 //	ringlimit_handoff_states_total{direction}       counter  states handed over: out (given), in (received)
 //	ringlimit_handoff_pulls_total                   counter

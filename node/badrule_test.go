@@ -131,4 +131,7 @@ func TestOwnerAnswersAnOldPeersBadWindow(t *testing.T) {
 	if st := o.Stats().Peer; st.RejectedFrames != 0 || st.Conns != 1 || cl.Stats().RejectedFrames != 0 {
 		t.Fatalf("the connection suffered: owner %+v, client %+v", st, cl.Stats())
 	}
+	if st := o.Stats().Peer; st.BadCalls == 0 {
+		t.Fatalf("Stats().Peer.BadCalls = 0 after bad calls were answered: %+v", st)
+	}
 }

@@ -92,6 +92,10 @@ type PeerStats struct {
 	// connections and on this node's connections to its peers. Each closed
 	// its connection; the calls in flight on it went to the store.
 	RejectedFrames uint64
+	// BadCalls counts forwarded calls that parsed but asked what no rule
+	// can (a peer of another release, or a fault): each was answered
+	// ErrInvalidRule, and its connection kept.
+	BadCalls uint64
 	// BodyTimeouts counts connections closed because a record stalled
 	// after its first byte; IdleClosed those closed for idleness.
 	BodyTimeouts, IdleClosed uint64
@@ -124,7 +128,7 @@ func (n *Node) Stats() Stats {
 	s.Peer = PeerStats{Conns: ps.Conns, Handshakes: ps.Handshakes, RefusedCap: ps.RefusedCap,
 		RefusedHandshake: ps.RefusedHandshakes, RefusedAuth: ps.RefusedAuth,
 		RejectedFrames: ps.RejectedFrames + n.peers.rejected(),
-		BodyTimeouts:   ps.BodyTimeouts, IdleClosed: ps.IdleClosed}
+		BodyTimeouts:   ps.BodyTimeouts, IdleClosed: ps.IdleClosed, BadCalls: ps.BadCalls}
 	for i := range s.Decisions {
 		for r := range n.obs.counts[i] {
 			s.Decisions[i] += n.obs.counts[i][r].Load()
