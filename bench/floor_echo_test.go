@@ -18,8 +18,11 @@ import (
 // echoServer echoes every byte it reads on each connection, in the chunks
 // it reads them.
 type echoServer struct {
-	ln net.Listener
-	wg sync.WaitGroup
+	ln    net.Listener
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	conns []net.Conn // closed with the server: no test waits on a client that forgot its own
+	done  bool
 }
 
 func startEcho(tb testing.TB) *echoServer {
@@ -36,6 +39,14 @@ func startEcho(tb testing.TB) *echoServer {
 			if err != nil {
 				return
 			}
+			s.mu.Lock()
+			if s.done { // accepted as the server closed
+				s.mu.Unlock()
+				c.Close()
+				return
+			}
+			s.conns = append(s.conns, c)
+			s.mu.Unlock()
 			s.wg.Add(1)
 			go func() {
 				defer s.wg.Done()
@@ -53,7 +64,16 @@ func startEcho(tb testing.TB) *echoServer {
 			}()
 		}
 	}()
-	tb.Cleanup(func() { ln.Close(); s.wg.Wait() }) // after the clients closed theirs
+	tb.Cleanup(func() {
+		ln.Close()
+		s.mu.Lock()
+		s.done = true
+		for _, c := range s.conns {
+			c.Close()
+		}
+		s.mu.Unlock()
+		s.wg.Wait()
+	})
 	return s
 }
 

@@ -23,6 +23,7 @@ require (
 	github.com/sean-/seed v0.0.0-20170313163322-e2103e2c3529 // indirect
 	github.com/sony/gobreaker/v2 v2.4.0 // indirect
 	github.com/valkey-io/valkey-go v1.0.79 // indirect
+	go.uber.org/goleak v1.3.0 // indirect
 	golang.org/x/net v0.59.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 )
