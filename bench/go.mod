@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/ringlimit/ringlimit v0.0.0
 	github.com/sethvargo/go-limiter v0.7.1
+	go.uber.org/goleak v1.3.0
 	golang.org/x/time v0.16.0
 )
 
@@ -23,7 +24,6 @@ require (
 	github.com/sean-/seed v0.0.0-20170313163322-e2103e2c3529 // indirect
 	github.com/sony/gobreaker/v2 v2.4.0 // indirect
 	github.com/valkey-io/valkey-go v1.0.79 // indirect
-	go.uber.org/goleak v1.3.0 // indirect
 	golang.org/x/net v0.59.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 )
