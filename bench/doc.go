@@ -17,9 +17,9 @@
 // repetitions, medians. RINGLIMIT_VS=<another build of this test binary>
 // runs that build's clusters beside these, for a before and after.
 //
-// `go test -run X -bench ForwardFloor -v` sets ringlimit's forwarded
+// `go test -run X -bench ForwardFloor` sets ringlimit's forwarded
 // decisions, through a 3-node sealed cluster in this process, beside the
 // echo floors on one loopback connection (one caller's sequential round
-// trips; 32 callers multiplexed), in three interleaved rounds, and logs the
+// trips; 32 callers multiplexed), in three interleaved rounds, and prints the
 // median ratios: p50 for 1 caller, throughput for 32 (issue 31).
 package bench

@@ -161,7 +161,10 @@ func p50(lat []time.Duration) time.Duration {
 // 1 caller (ringlimit ÷ floor: above 1 is slower), decisions per second for
 // 32 callers (ringlimit ÷ floor: below 1 is slower).
 //
-//	cd bench && go test -run X -bench ForwardFloor -v   (the table is logged: -v)
+//	cd bench && go test -run X -bench ForwardFloor
+//
+// The table goes to stdout: the testing package shows a parent benchmark's
+// b.Log only with -v.
 func BenchmarkForwardFloor(b *testing.B) {
 	nodes := startSealed(b)
 	caller := nodes[0]
@@ -230,6 +233,6 @@ func BenchmarkForwardFloor(b *testing.B) {
 		report += fmt.Sprintf("| %d | %.1f µs | %.1f µs | %.2f× | %.0fk/s | %.0fk/s | %.2f× |\n",
 			r+1, float64(floor1[r].Nanoseconds())/1e3, float64(ring1[r].Nanoseconds())/1e3, a, floor32[r]/1e3, ring32[r]/1e3, c)
 	}
-	b.Logf("\n%smedian ratios of %d interleaved rounds: 1 caller p50 %.2f× the sequential floor; 32 callers %.2f× the multiplexed floor's throughput",
+	fmt.Printf("%smedian ratios of %d interleaved rounds: 1 caller p50 %.2f× the sequential floor; 32 callers %.2f× the multiplexed floor's throughput\n",
 		report, floorRounds, median(r1), median(r32))
 }
