@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/ringlimit/ringlimit v0.0.0
 	github.com/sethvargo/go-limiter v0.7.1
+	go.uber.org/goleak v1.3.0
 	golang.org/x/time v0.16.0
 )
 
