@@ -181,7 +181,7 @@ func (t *peerTable) update(ev ring.Event) {
 	next := make(map[string]*peerConn, len(old))
 	var gone []*peerConn
 	for name, pc := range old {
-		if addr, ok := t.n.members.RPCAddr(name); ok && addr == pc.addr && ev.Ring.Contains(name) {
+		if addr, ok := ev.Addrs[name]; ok && addr == pc.addr && ev.Ring.Contains(name) {
 			next[name] = pc
 		} else {
 			gone = append(gone, pc)
@@ -194,7 +194,7 @@ func (t *peerTable) update(ev ring.Event) {
 	}
 	addrs := make([]string, 0, ev.Ring.Len()) // the members' addresses keep their handshake slots
 	for _, name := range ev.Ring.Members() {
-		if addr, ok := t.n.members.RPCAddr(name); ok {
+		if addr, ok := ev.Addrs[name]; ok {
 			addrs = append(addrs, addr)
 		}
 	}

@@ -27,6 +27,11 @@ type Event struct {
 	Left    []string // members that left (this one too, after Leave) or were declared failed, sorted
 	Updated []string // members that stayed but changed their metadata, sorted
 	Ring    *Ring    // the ring after the change, already published
+	// Addrs is each live member's RPC address after the change (the
+	// membership's published table: read it, do not modify it). An
+	// OnChange callback reads addresses here rather than through the
+	// Membership, which may not be in its caller's hands yet.
+	Addrs map[string]string
 }
 
 // memberInfo is what the event delegate records about a live member.
@@ -354,7 +359,7 @@ func (m *Membership) apply() (Event, bool) {
 	// Peers first: whoever finds a name on the new ring finds its address.
 	m.peers.Store(&peers)
 	m.ring.Store(r)
-	ev.Ring = r
+	ev.Ring, ev.Addrs = r, peers
 	changed := len(ev.Joined)+len(ev.Left)+len(ev.Updated) > 0
 	if changed {
 		m.log.Info("ring: members changed", "joined", ev.Joined, "left", ev.Left,

@@ -554,3 +554,39 @@ func TestStalledMemberHoldsItsVerdict(t *testing.T) {
 		t.Error("node-0 does not remember node-2 for reconnecting")
 	}
 }
+
+// TestEventCarriesAddresses: an OnChange callback finds every member's RPC
+// address in its Event, from the first event on (a node's callback once
+// read addresses through the Membership, which NewMembership had not yet
+// returned to it, and crashed).
+func TestEventCarriesAddresses(t *testing.T) {
+	cfg := FastLocalConfig("addr-a")
+	cfg.RPCAddr = "127.0.0.1:4001"
+	first := make(chan Event, 1)
+	cfg.OnChange = func(ev Event) {
+		select {
+		case first <- ev:
+		default:
+		}
+	}
+	a, err := NewMembership(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Shutdown() })
+	bc := FastLocalConfig("addr-b")
+	bc.RPCAddr = "127.0.0.1:4002"
+	b := start(t, bc)
+	if _, err := b.Join([]string{a.BindAddr()}); err != nil {
+		t.Fatal(err)
+	}
+	var ev Event
+	select {
+	case ev = <-first:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event within 10 s of a join")
+	}
+	if ev.Addrs["addr-a"] != "127.0.0.1:4001" || ev.Addrs["addr-b"] != "127.0.0.1:4002" {
+		t.Fatalf("first event's Addrs = %v, want addr-a and addr-b at their RPC addresses", ev.Addrs)
+	}
+}
