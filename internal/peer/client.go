@@ -174,10 +174,18 @@ func (c *Client) DoTimeout(ctx context.Context, r *Request, timeout time.Duratio
 		}
 		break
 	}
-	due := start.Add(timeout)
-	cl.timer.Reset(time.Until(due)) // one timeout for dial, write and answer
+	// The request gets its timeout once its connection is ready: a call
+	// that had to dial a slow peer (the handshake is a few round trips)
+	// is not given up on for the dial alone. The whole call stays within
+	// the Client's Timeout (the ceiling), or timeout if that is longer.
+	ready := time.Now()
+	due := ready.Add(timeout)
+	if limit := start.Add(max(timeout, c.cfg.Timeout)); due.After(limit) {
+		due = limit
+	}
+	cl.timer.Reset(time.Until(due))
 	if now := time.Now(); now.After(due) {
-		due = now // the dial took the timeout: the timer fires now, not late
+		due = now // the dial took the ceiling: the timer fires now, not late
 	}
 	cn.write(c, r, id, start)
 	var err error
