@@ -65,6 +65,13 @@ type Action struct {
 	// PushTo: after installing, push the state to this member (it holds
 	// the key now).
 	PushTo string
+	// Load: the members this pull found holding nothing or gave up on.
+	// The shell's load claims the key in the store (compare-and-set, in
+	// the same script as the read): a claim by another member stands
+	// unless that member is one of these, and Loaded is told who holds
+	// it, so that two members that take one key from the store apart do
+	// not both start it.
+	Cleared []string
 }
 
 // Call is a call for one key, as the core sees it.
@@ -108,6 +115,7 @@ type flight struct {
 	namedBy  map[string]string // a member asked -> the member whose MovedTo named it
 	hinted   bool              // a Gone has been reported back once
 	promised bool              // this node answered a pull of the key with Mine
+	cleared  []string          // members that held nothing, or were given up on (Action.Cleared)
 	tries    int               // unanswered pulls of the last member asked
 	inc      uint64            // the incarnation of the last member asked
 	ceded    string            // this node answered a pull of the key meanwhile and gave way to this member

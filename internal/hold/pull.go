@@ -118,6 +118,7 @@ func (c *Core) Pulled(key string, h uint64, from string, a Answer, held *Version
 		}
 		// It may hold the state and be cut off, or have crashed: what it
 		// wrote behind is in the store.
+		f.cleared = append(f.cleared, from)
 		if c.bugs&bugSkipLoad != 0 || f.ceded != "" {
 			return c.conclude(key, f, Action{Kind: Decide}) // (a node that gave way sends the calls there)
 		}
@@ -133,7 +134,10 @@ func (c *Core) Pulled(key string, h uint64, from string, a Answer, held *Version
 		if o := c.Owner(h); o != c.self && !f.promised {
 			return c.conclude(key, f, Action{Kind: Forward, To: o})
 		}
-		return Action{Kind: Load} // the pull goes on until Loaded
+		return Action{Kind: Load, Cleared: f.cleared} // the pull goes on until Loaded
+	}
+	if a.Kind == None {
+		f.cleared = append(f.cleared, from)
 	}
 	// Nothing there: the next source, if any.
 	if to, inc := c.nextSource(key, h, f.asked); to != "" {
@@ -154,7 +158,7 @@ func (c *Core) Pulled(key string, h uint64, from string, a Answer, held *Version
 		return c.conclude(key, f, Action{Kind: Forward, To: o})
 	}
 	if c.Stored && f.ceded == "" {
-		return Action{Kind: Load} // the pull goes on until Loaded
+		return Action{Kind: Load, Cleared: f.cleared} // the pull goes on until Loaded
 	}
 	return c.conclude(key, f, Action{Kind: Decide})
 }
@@ -180,10 +184,21 @@ func (c *Core) Stray(h uint64) string {
 // Loaded ends a pull whose last step was a load from the store: Decide (the
 // shell then installs what it loaded, if anything, and decides), or Forward
 // if this node gave the key way meanwhile (the shell installs nothing).
-func (c *Core) Loaded(key string) Action {
+//
+// claimant is the member the store says took the key before (see
+// Action.Cleared), "" if this node's claim stood: the calls then go
+// there, asked as a source, instead.
+func (c *Core) Loaded(key string, claimant string, inc uint64) Action {
 	f := c.pulls[key]
 	if f == nil {
 		return Action{Kind: Decide}
+	}
+	if claimant != "" && claimant != c.self && len(f.asked) < maxPullSteps {
+		// Another member loaded the key first: it holds it, or knows who
+		// does. The load here is not installed.
+		f.asked = append(f.asked, claimant)
+		f.tries, f.inc = 0, inc
+		return Action{Kind: Pull, To: claimant, Inc: inc}
 	}
 	return c.conclude(key, f, Action{Kind: Decide})
 }

@@ -37,7 +37,7 @@ func (s *sim) again(n *snode, key string) {
 			if a.Kind == Pull {
 				s.pull(n, key, a.To, a.Inc)
 			} else if a.Kind == Load {
-				s.load(n, key)
+				s.load(n, key, a.Cleared)
 			}
 		}
 	}
@@ -224,7 +224,7 @@ func (s *sim) route(n *snode, c *scall, via string) {
 		}
 	case Load:
 		n.waiting[c.key] = append(n.waiting[c.key], c)
-		s.load(n, c.key)
+		s.load(n, c.key, a.Cleared)
 	default:
 		panic("route: " + a.Kind.String())
 	}
@@ -334,7 +334,7 @@ func (s *sim) forward(n *snode, c *scall, to, via string) {
 			if a.Kind == Pull {
 				s.pull(t, c.key, a.To, a.Inc)
 			} else if a.Kind == Load {
-				s.load(t, c.key)
+				s.load(t, c.key, a.Cleared)
 			}
 		default:
 			panic("forwarded: " + a.Kind.String())
@@ -451,7 +451,7 @@ func (s *sim) pulled(n *snode, key, from string, a Answer) {
 	case Pull:
 		s.pullGone(n, key, act.To, act.Inc, act.Gone, act.GoneInc)
 	case Load:
-		s.load(n, key)
+		s.load(n, key, act.Cleared)
 	case Decide:
 		s.release(n, key, true)
 	case Forward:
@@ -490,7 +490,7 @@ func (s *sim) redirect(n *snode, key, to string) {
 }
 
 // load installs key's state from the store, then decides what waits.
-func (s *sim) load(n *snode, key string) {
+func (s *sim) load(n *snode, key string, cleared []string) {
 	inc := n.inc
 	s.logf("%s loads %s from the store", n.name, key)
 	s.loads[key]++
@@ -498,8 +498,24 @@ func (s *sim) load(n *snode, key string) {
 		if n.inc != inc || !n.alive {
 			return
 		}
-		if a := n.core.Loaded(key); a.Kind == Forward {
+		// The claim, in the same script as the read: another member's
+		// stands unless this pull cleared it (or it is this node's own
+		// earlier incarnation).
+		var claimant string
+		var claimInc uint64
+		if cl, ok := s.store.claims[key]; ok && cl.member != n.name && !slices.Contains(cleared, cl.member) {
+			claimant, claimInc = cl.member, cl.inc
+		} else {
+			s.store.claims[key] = claim{n.name, uint64(n.inc)}
+		}
+		a := n.core.Loaded(key, claimant, claimInc)
+		switch a.Kind {
+		case Forward:
 			s.redirect(n, key, a.To)
+			return
+		case Pull:
+			s.logf("%s finds %s claimed by %s", n.name, key, claimant)
+			s.pullGone(n, key, a.To, a.Inc, "", 0)
 			return
 		}
 		if st, ok := s.store.lim.Export(key); ok && !n.lim.Has(key) {

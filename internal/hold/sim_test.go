@@ -141,10 +141,17 @@ type scall struct {
 	answered int64
 }
 
+// claim is a member's claim on a key it loaded from the store.
+type claim struct {
+	member string
+	inc    uint64
+}
+
 type simStore struct {
-	lim  *local.Limiter
-	vers map[string]Version
-	drop int // writes refused as older than the stored version
+	claims map[string]claim
+	lim    *local.Limiter
+	vers   map[string]Version
+	drop   int // writes refused as older than the stored version
 }
 
 type simClock struct {
@@ -161,7 +168,7 @@ func newSim(cfg simConfig) *sim {
 		base: 1_700_000_000_000 + 3600_000, nodes: map[string]*snode{}, links: map[[2]string]*link{},
 		rules: map[string]ringlimit.Rule{}, admitted: map[string]int64{}, episodes: map[string]int64{}, parked: map[*scall]func(ringlimit.Decision){}, parkedMoved: map[*scall]func(string){}, credited: map[string]bool{}, storeDecs: map[string]int{}, loads: map[string]int{}}
 	var zero int64
-	s.store = &simStore{lim: local.New(local.Config{MaxKeys: 1024, Clock: simClock{s, &zero}}), vers: map[string]Version{}}
+	s.store = &simStore{claims: map[string]claim{}, lim: local.New(local.Config{MaxKeys: 1024, Clock: simClock{s, &zero}}), vers: map[string]Version{}}
 	for i := range cfg.keys {
 		k := fmt.Sprintf("k%d", i)
 		s.keys = append(s.keys, k)
