@@ -175,22 +175,29 @@ func fixedWindow(d *ringlimit.Decision, s *state, p *params, now, n int64, consu
 	return end
 }
 
-// slidingWindow admits n hits iff ⌊prev·(window−e)/window⌋ + cur + n ≤ limit,
-// where e is the time elapsed in the current window.
-func slidingWindow(d *ringlimit.Decision, s *state, p *params, now, n int64, consume bool) int64 {
-	w := p.window
+// slidingCounts is a sliding window counter's current window idx at now (a
+// clock that went backwards is clamped to the state's window), the time e
+// elapsed in it, and its current and previous counts.
+func slidingCounts(s *state, w, now int64) (idx, e, cur, prev int64) {
 	idx, t := floorDiv(now, w), now
 	if idx < s.a {
 		idx, t = s.a, s.a*w
 	}
-	cur, prev := int64(0), int64(0)
 	switch idx - s.a {
 	case 0:
 		cur, prev = s.b, s.c
 	case 1:
 		prev = s.b
 	}
-	e := t - idx*w
+	return idx, t - idx*w, cur, prev
+}
+
+// slidingWindow admits n hits iff ⌊prev·(window−e)/window⌋ + cur + n ≤ limit,
+// where e is the time elapsed in the current window.
+func slidingWindow(d *ringlimit.Decision, s *state, p *params, now, n int64, consume bool) int64 {
+	w := p.window
+	idx, e, cur, prev := slidingCounts(s, w, now)
+	t := idx*w + e
 	used := prev*(w-e)/w + cur
 	*d = ringlimit.Decision{Limit: p.limit}
 	if used+n <= p.limit {
@@ -330,18 +337,8 @@ func admitsOneAt(s *state, alg ringlimit.Algorithm, p *params, now int64) int64 
 		return now
 	case ringlimit.SlidingWindow:
 		w := p.window
-		idx, t := floorDiv(now, w), now
-		if idx < s.a {
-			idx, t = s.a, s.a*w
-		}
-		cur, prev := int64(0), int64(0)
-		switch idx - s.a {
-		case 0:
-			cur, prev = s.b, s.c
-		case 1:
-			prev = s.b
-		}
-		e := t - idx*w
+		idx, e, cur, prev := slidingCounts(s, w, now)
+		t := idx*w + e
 		if prev*(w-e)/w+cur+1 <= p.limit {
 			return now
 		}
