@@ -41,7 +41,6 @@ func runSchedule(seed uint64, bugs bug, kinds uint, trace bool) (*sim, result) {
 	s := newSim(cfg)
 	s.trace = trace
 	for i := range cfg.nodes {
-		s.nextID++
 		name := fmt.Sprintf("n%d", i+1)
 		s.at(0, func() { s.start(name) })
 	}
@@ -70,7 +69,7 @@ func runSchedule(seed uint64, bugs bug, kinds uint, trace bool) (*sim, result) {
 	// Write-behind every 20 ms on every node.
 	var wb func()
 	wb = func() {
-		for _, name := range sortedKeys((s.nodes)) {
+		for _, name := range sortedKeys(s.nodes) {
 			s.writeBehind(s.nodes[name])
 		}
 		if s.now < end+500*ms {
@@ -108,7 +107,6 @@ func (s *sim) fault() {
 	switch kind {
 	case 0: // a join
 		if len(s.nodes) < 8 {
-			s.nextID++
 			s.start(fmt.Sprintf("n%d", len(s.nodes)+1))
 		}
 	case 1: // a graceful leave
@@ -130,7 +128,7 @@ func (s *sim) fault() {
 					except[m] = []string{x}
 				}
 			}
-			s.logf("false death of %s at %v", x, sortedKeys((except)))
+			s.logf("false death of %s at %v", x, sortedKeys(except))
 			s.spread(except)
 			s.at(s.now+s.rnd(30*ms, 600*ms), func() { s.spread(nil) })
 		}

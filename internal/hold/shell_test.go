@@ -53,19 +53,12 @@ func (s *sim) pushAll(n *snode) {
 		}
 		return true
 	})
-	now := s.nodeNow(n)
-	for _, to := range sortedKeys((byTo)) {
+	for _, to := range sortedKeys(byTo) {
 		var items []pushed
 		for _, key := range byTo[to] {
-			st, ok := n.lim.Take(key)
-			if !ok {
-				continue
+			if it, ok := s.give(n, key, to); ok {
+				items = append(items, it)
 			}
-			ver := n.vers[key].Next(now)
-			delete(n.vers, key)
-			c := st
-			n.core.Gave(key, to, ver, &c, st.Until)
-			items = append(items, pushed{key, st, ver, n.core.MarkInc(key)})
 		}
 		if len(items) > 0 {
 			s.push(n, to, items, 0)
@@ -157,14 +150,7 @@ func (s *sim) arrive(t *snode, from string, it pushed) bool {
 	s.install(t, it.key, it.st, it.ver)
 	s.release(t, it.key, false) // (on says where it goes next)
 	if on != "" {
-		st, ok := t.lim.Take(it.key)
-		if ok {
-			ver := it.ver.Next(s.nodeNow(t))
-			c := st
-			t.core.Gave(it.key, on, ver, &c, st.Until)
-			delete(t.vers, it.key)
-			s.push(t, on, []pushed{{it.key, st, ver, t.core.MarkInc(it.key)}}, 0)
-		}
+		s.pushTo(t, it.key, on)
 	}
 	return true
 }
@@ -298,18 +284,7 @@ func (s *sim) forward(n *snode, c *scall, to, via string) {
 			d := s.decide(t, c)
 			reply(func() { s.finish(c, d) })
 		case Moved:
-			reply(func() {
-				c.hops++
-				if c.hops > 4 {
-					s.reroute(n, c)
-					return
-				}
-				if a.To == n.name {
-					s.route(n, c, to)
-					return
-				}
-				s.forward(n, c, a.To, to)
-			})
+			reply(func() { s.moved(n, c, to, a.To) })
 		case Pull, Wait, Load:
 			// The owner waits for the state and answers then: park a
 			// stand-in whose decision goes back to the caller.
@@ -317,20 +292,7 @@ func (s *sim) forward(n *snode, c *scall, to, via string) {
 			st.answered = -1
 			t.waiting[c.key] = append(t.waiting[c.key], st)
 			s.parked[st] = func(d ringlimit.Decision) { reply(func() { s.finish(c, d) }) }
-			s.parkedMoved[st] = func(next string) {
-				reply(func() {
-					c.hops++
-					if c.hops > 4 {
-						s.reroute(n, c)
-						return
-					}
-					if next == n.name {
-						s.route(n, c, to)
-						return
-					}
-					s.forward(n, c, next, to)
-				})
-			}
+			s.parkedMoved[st] = func(next string) { reply(func() { s.moved(n, c, to, next) }) }
 			if a.Kind == Pull {
 				s.pull(t, c.key, a.To, a.Inc)
 			} else if a.Kind == Load {
@@ -358,6 +320,21 @@ func (s *sim) forward(n *snode, c *scall, to, via string) {
 		}
 		s.storeDecide(n, c, to)
 	})
+}
+
+// moved follows the answer "moved to next" that from gave for n's call c:
+// on to next (with From), back through n's own chain if next is n, or, past
+// the hop bound, round again from the start.
+func (s *sim) moved(n *snode, c *scall, from, next string) {
+	c.hops++
+	switch {
+	case c.hops > 4:
+		s.reroute(n, c)
+	case next == n.name:
+		s.route(n, c, from)
+	default:
+		s.forward(n, c, next, from)
+	}
 }
 
 // storeDecide decides c at the store: the member lost could not be
@@ -464,13 +441,23 @@ func (s *sim) pulled(n *snode, key, from string, a Answer) {
 
 // pushTo pushes key's state, if held here, to the member to.
 func (s *sim) pushTo(n *snode, key, to string) {
-	if st, ok := n.lim.Take(key); ok {
-		ver := n.vers[key].Next(s.nodeNow(n))
-		delete(n.vers, key)
-		c := st
-		n.core.Gave(key, to, ver, &c, st.Until)
-		s.push(n, to, []pushed{{key, st, ver, n.core.MarkInc(key)}}, 0)
+	if it, ok := s.give(n, key, to); ok {
+		s.push(n, to, []pushed{it}, 0)
 	}
+}
+
+// give takes key's state out of n's store for the member to: the core
+// keeps a copy in its mark until to confirms it. false if n holds none.
+func (s *sim) give(n *snode, key, to string) (pushed, bool) {
+	st, ok := n.lim.Take(key)
+	if !ok {
+		return pushed{}, false
+	}
+	ver := n.vers[key].Next(s.nodeNow(n))
+	delete(n.vers, key)
+	c := st
+	n.core.Gave(key, to, ver, &c, st.Until)
+	return pushed{key, st, ver, n.core.MarkInc(key)}, true
 }
 
 // redirect sends the calls parked on key at n to the member to: n's own
@@ -557,13 +544,7 @@ func (s *sim) pushStray(n *snode, key string) {
 	if to == "" || n.core.Leaving() {
 		return
 	}
-	if st, ok := n.lim.Take(key); ok {
-		ver := n.vers[key].Next(s.nodeNow(n))
-		delete(n.vers, key)
-		c := st
-		n.core.Gave(key, to, ver, &c, st.Until)
-		s.push(n, to, []pushed{{key, st, ver, n.core.MarkInc(key)}}, 0)
-	}
+	s.pushTo(n, key, to)
 }
 
 func (s *sim) storeWrite(key string, st ringlimit.State, ver Version) {

@@ -83,7 +83,6 @@ type sim struct {
 
 	nodes   map[string]*snode
 	members []string // the members in the truth (alive, joined, not left)
-	nextID  int
 	links   map[[2]string]*link
 	store   *simStore
 	rules   map[string]ringlimit.Rule
@@ -206,7 +205,7 @@ func without(ms []string, x string) []string {
 // spread sends each live node the view members (less what it wrongly
 // thinks dead, except) after a gossip delay, in order.
 func (s *sim) spread(except map[string][]string) {
-	for _, name := range sortedKeys((s.nodes)) {
+	for _, name := range sortedKeys(s.nodes) {
 		n := s.nodes[name]
 		if !n.alive {
 			continue
@@ -455,10 +454,6 @@ func (s *sim) leave(name string) {
 	}
 	wait(0)
 }
-
-// --- calls ------------------------------------------------------------
-
-// --- store ------------------------------------------------------------
 
 // lost reports whether the member to, given up on by from after budget of
 // unanswered tries, could not have answered: it crashed or stopped, the
