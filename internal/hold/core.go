@@ -104,7 +104,8 @@ type mark struct {
 // now and another member owned in prev, that member may hold the state.
 type source struct {
 	id   uint64
-	at   int64 // ms, when the change was seen: after at+MaxUntil no state it stands for matters
+	view uint64 // the id of the view it came with
+	at   int64  // ms, when the change was seen: after at+MaxUntil no state it stands for matters
 	prev View
 	done map[string]bool // members that resolved it (Done)
 }
@@ -155,6 +156,8 @@ type Core struct {
 
 	// Forgotten counts the unresolved ring changes dropped past the bound.
 	Forgotten uint64
+	// Resolved counts the ring changes resolved by the members' Done.
+	Resolved uint64
 	// MarksDropped counts the marks dropped past maxMarks (see dropMark):
 	// a key of one may be started by a member that asks this node about
 	// it (the bound is stated where the shell sets it).
@@ -220,9 +223,9 @@ func (c *Core) SetView(v, withoutSelf View, id uint64, now int64) {
 	if c.leaving != nil && withoutSelf != nil {
 		c.leaving = withoutSelf // a leaver hands its keys to the owners of its latest view
 	}
-	if prev != nil && c.bugs&bugSkipWindow == 0 {
+	if prev != nil && c.othersIn(prev) && c.bugs&bugSkipWindow == 0 {
 		c.nextSrc++
-		c.srcs = append(c.srcs, &source{id: c.nextSrc, at: now, prev: prev, done: map[string]bool{}})
+		c.srcs = append(c.srcs, &source{id: c.nextSrc, view: id, at: now, prev: prev, done: map[string]bool{}})
 		if len(c.srcs) > maxSources {
 			// Past the bound the oldest change is forgotten (counted): a
 			// key of it that no newer change covers may start afresh.
@@ -232,6 +235,17 @@ func (c *Core) SetView(v, withoutSelf View, id uint64, now int64) {
 		}
 	}
 	c.expire(now)
+}
+
+// othersIn reports whether v holds a member other than this node: only then
+// may another member hold a state of a key this node owns.
+func (c *Core) othersIn(v View) bool {
+	for _, m := range v.Members() {
+		if m != c.self {
+			return true
+		}
+	}
+	return false
 }
 
 // maxSources bounds the unresolved ring changes kept.

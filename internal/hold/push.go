@@ -157,19 +157,32 @@ func (c *Core) Tick(now int64) {
 // sources that name it, and reports whether this node became Clean by it
 // (the shell then sends its own Done, once its push is confirmed).
 func (c *Core) Done(from string, viewID uint64) (becameClean bool) {
-	if viewID != c.viewID || len(c.srcs) == 0 {
-		return false
+	last := -1
+	for i, s := range c.srcs {
+		if s.view == viewID {
+			last = i
+		}
+	}
+	if last < 0 {
+		return false // a view this node had no source of, or resolved already
 	}
 	kept := c.srcs[:0]
-	for _, s := range c.srcs {
-		s.done[from] = true
+	for i, s := range c.srcs {
+		if i <= last {
+			// A Done of a view speaks for the sources up to that view's:
+			// the sender held nothing of this node's keys then and knew of
+			// nobody who might. It says nothing of later changes.
+			s.done[from] = true
+		}
 		if !c.resolved(s) {
 			kept = append(kept, s)
+		} else {
+			c.Resolved++
 		}
 	}
 	clear(c.srcs[len(kept):])
 	c.srcs = kept
-	return len(c.srcs) == 0
+	return c.Clean()
 }
 
 // resolved reports whether every other member of s.prev has resolved s.
@@ -184,6 +197,26 @@ func (c *Core) resolved(s *source) bool {
 	return true
 }
 
-// Clean reports whether this node expects no state from another member: no
-// unresolved source and no pull on its way.
-func (c *Core) Clean() bool { return len(c.srcs) == 0 && len(c.pulls) == 0 }
+// Clean reports whether this node may say Done: no pull on its way, and no
+// unresolved source but the current view's. The current view's source
+// stands for the keys this node gained in it, which no other member owns in
+// that view, so it does not hold back the word that this node holds nothing
+// of theirs; an older one may (a key this node gained and never pulled may
+// have moved on to another member since, and its state is still where the
+// older source says: a pull of it from this node is sent there).
+func (c *Core) Clean() bool {
+	if len(c.pulls) > 0 {
+		return false
+	}
+	switch len(c.srcs) {
+	case 0:
+		return true
+	case 1:
+		return c.srcs[0].view == c.viewID
+	}
+	return false
+}
+
+// Settled reports whether this node expects no state from another member:
+// no unresolved source and no pull on its way.
+func (c *Core) Settled() bool { return len(c.srcs) == 0 && len(c.pulls) == 0 }

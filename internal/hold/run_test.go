@@ -21,6 +21,7 @@ var (
 // result is what one schedule found.
 type result struct {
 	calls      int
+	resolved   uint64 // ring changes resolved by Done
 	slowest    int64 // µs, the longest a call waited for its answer
 	violations []string
 }
@@ -173,6 +174,9 @@ func popEvent(s *sim) *event { return heapPop(&s.q) }
 // check applies the invariant and liveness to a finished schedule.
 func (s *sim) check() result {
 	var r result
+	for _, n := range s.nodes {
+		r.resolved += n.core.Resolved
+	}
 	// The reference: one exact in-memory limiter, given every call at the
 	// instant it was made.
 	ref := local.New(local.Config{MaxKeys: 1024})
@@ -229,11 +233,12 @@ func TestSimulation(t *testing.T) {
 		n = 2000
 	}
 	start := time.Now()
-	calls, violations, slowest := 0, 0, int64(0)
+	calls, violations, slowest, resolved := 0, 0, int64(0), uint64(0)
 	report := t.Errorf
 	for seed := *simFirst; seed < *simFirst+uint64(n); seed++ {
 		s, r := runSchedule(seed, 0, *simKinds, false)
 		calls += r.calls
+		resolved += r.resolved
 		slowest = max(slowest, r.slowest)
 		if len(r.violations) > 0 {
 			violations += len(r.violations)
@@ -246,6 +251,10 @@ func TestSimulation(t *testing.T) {
 		}
 	}
 	t.Logf("simulation: %d schedules, %d calls, %d violations (%v)", n, calls, violations, time.Since(start).Round(time.Millisecond))
+	t.Logf("ring changes resolved by Done: %d", resolved)
+	if resolved == 0 {
+		t.Errorf("no ring change was ever resolved by the members' Done: the protocol's Done is dead code")
+	}
 	t.Logf("the slowest answer waited %.0f ms of simulated time (bound %.0f ms)", float64(slowest)/float64(ms), float64(maxWait)/float64(ms))
 }
 
