@@ -164,7 +164,11 @@ func (c *Core) Done(from string, viewID uint64) (becameClean bool) {
 		}
 	}
 	if last < 0 {
-		return false // a view this node had no source of, or resolved already
+		// A view this node has not seen yet (a leaver says Done for the
+		// view without it before its peers see it leave), or one it had no
+		// source of: kept for the source that view brings, if it comes.
+		c.early(from, viewID)
+		return false
 	}
 	kept := c.srcs[:0]
 	for i, s := range c.srcs {
@@ -220,3 +224,29 @@ func (c *Core) Clean() bool {
 // Settled reports whether this node expects no state from another member:
 // no unresolved source and no pull on its way.
 func (c *Core) Settled() bool { return len(c.srcs) == 0 && len(c.pulls) == 0 }
+
+// maxEarly bounds the views whose Done came before the view did, and the
+// members kept for each.
+const maxEarly = 16
+
+// early keeps a Done for a view this node has no source of yet.
+func (c *Core) early(from string, viewID uint64) {
+	for i := range c.earlyDone {
+		if c.earlyDone[i].view == viewID {
+			if len(c.earlyDone[i].from) < 1024 && !contains(c.earlyDone[i].from, from) {
+				c.earlyDone[i].from = append(c.earlyDone[i].from, from)
+			}
+			return
+		}
+	}
+	if len(c.earlyDone) >= maxEarly {
+		c.earlyDone = c.earlyDone[1:]
+	}
+	c.earlyDone = append(c.earlyDone, earlyDone{view: viewID, from: []string{from}})
+}
+
+// earlyDone is the Dones that came for a view before it did.
+type earlyDone struct {
+	view uint64
+	from []string
+}
