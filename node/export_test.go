@@ -1,6 +1,10 @@
 package node
 
-import "github.com/ringlimit/ringlimit/local"
+import (
+	"github.com/ringlimit/ringlimit/internal/hold"
+	"github.com/ringlimit/ringlimit/local"
+	"github.com/ringlimit/ringlimit/ring"
+)
 
 // Crash stops n as a crash would: no hand-off and no Leave, the listeners
 // gone, every goroutine stopped. Close after it does nothing. Only tests see
@@ -12,15 +16,24 @@ func Crash(n *Node) {
 		n.server.Close()
 		n.peers.closeAll()
 		close(n.stop)
+		n.bgMu.Lock()
+		n.bgOff = true
+		n.bgMu.Unlock()
+		n.bg.Wait()
 		n.wg.Wait()
 		n.closeStore()
 	})
 }
 
-// Install gives n key's state as a push from the member named from would:
-// tests use it to put a state where the ring does not send the key.
-func Install(n *Node, key string, st local.State, from string) {
-	n.install(key, encodeState(st), from)
+// Install puts st in n's local store as key's state, as a hand-over
+// would: tests use it to put a state where the ring does not send the key.
+func Install(n *Node, key string, st local.State) {
+	n.own.begin()
+	n.installLocked(key, st, hold.Fresh(n.nowMs(), randOrigin()))
+	if n.own.core.Stray(ring.Hash(key)) != "" {
+		n.moves.stray(key) // the next push sends it to its owner
+	}
+	n.own.end()
 }
 
 // Holds reports whether n's local store holds a state of key that still

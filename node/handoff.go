@@ -3,50 +3,45 @@ package node
 import (
 	"context"
 	"errors"
-	"fmt"
+	"slices"
 	"time"
 
 	"github.com/ringlimit/ringlimit"
+	"github.com/ringlimit/ringlimit/internal/hold"
 	"github.com/ringlimit/ringlimit/internal/peer"
 	"github.com/ringlimit/ringlimit/local"
 	"github.com/ringlimit/ringlimit/remote"
 	"github.com/ringlimit/ringlimit/ring"
 )
 
-// Hand-off: a key's state follows the key when its owner changes.
+// Hand-off: the shell's side of the ownership core (internal/hold, whose
+// package docs give the protocol). The core says what to do; this file
+// does it over the peer link (holdwire.go) and the store:
 //
-//   - Leave (Close): the node redirects every key from then on (holders'
-//     leaving ring), pushes every state to the key's owner in the ring
-//     without it, then leaves the gossip.
-//   - Join: when a member joins, each node gives up the keys the new member
-//     now owns (a mark stays in their place) and pushes their states to it.
-//   - Pull: a node in the hand-off window after a ring change that owns a
-//     key it holds no state for takes the state from the key's previous
-//     owner before deciding (pull.go); if that owner is gone, it loads the
-//     state the owner wrote behind to the store.
-//   - Redirect: a node that gave a key up answers its calls with "moved to
-//     X"; the caller's node goes on at X (at most maxRedirects times), with
-//     From set so X pulls the state from it if the push has not arrived.
+//   - a ring change: the core takes the new view (ringChanged), and the push
+//     loop gives the states of keys other members own now to them, then
+//     tells every member Done once they have all confirmed;
+//   - a call on a key whose state may be elsewhere: one pull at a time per
+//     key (drivePull), asking the members the core names, then loading
+//     from the store if none has it; the calls on the key wait for it
+//     (route.go's here);
+//   - a pull asked of this node, a push that arrived, a push confirmed, a
+//     member's Done (serveHold);
+//   - Close: the core leaves, and every state goes to its owner in the ring
+//     without this node (handOffAll).
 //
-// A state given up in a push leaves the local store and a copy stays in its
-// mark (holders) until the target confirms it: a pull that comes before the
-// push it overtook gets the copy (once: the copy leaves with it), and the
-// later push finds the state installed. A state leaves a node once: a copy
-// never goes out twice, and a copy a pull took never comes back here.
-// No lock is held while a batch is on the wire.
+// No lock is held while a message is on the wire.
 
-// maxRedirects bounds the "moved" answers one call follows.
-const maxRedirects = 2
-
-// errPeerGone is why a push stops when its target left the ring between
-// attempts.
-var errPeerGone = errors.New("node: hand-off target left")
-
-// errRefused: the target of a push answered that it installed nothing.
-var errRefused = errors.New("node: hand-off refused")
+// maxHops bounds the "moved" answers one call follows; past it the store
+// decides.
+const maxHops = 6
 
 // batchBytes is the size a push batch is cut at.
 const batchBytes = 256 << 10
+
+// errPeerGone: the member a message was for is not in this node's
+// membership.
+var errPeerGone = errors.New("node: hand-off target is not a member")
 
 // ringWithout returns r without the member named name.
 func ringWithout(r *ring.Ring, name string) *ring.Ring {
@@ -70,274 +65,473 @@ func (n *Node) now() time.Time {
 // nowMs is the node's clock in ms.
 func (n *Node) nowMs() int64 { return n.now().UnixMilli() }
 
-// openWindow starts (or extends) the hand-off window.
-func (n *Node) openWindow() {
-	n.windowMu.Lock()
-	n.windowEnd = time.Now().Add(n.cfg.HandoffWindow)
-	n.changing.Store(true)
-	n.windowMu.Unlock()
-}
-
-// closeWindow ends the hand-off window once it is over: the marks go.
-func (n *Node) closeWindow() {
-	n.windowMu.Lock()
-	if n.changing.Load() && time.Now().After(n.windowEnd) && n.holders.leaving.Load() == nil {
-		n.changing.Store(false)
-		n.holders.clear()
-		if n.moves.pending() {
-			n.kick() // the strays of the window (see strayIfNotMine)
-		}
-	}
-	n.windowMu.Unlock()
-}
-
-// ringChanged runs on the membership's goroutine after each change.
+// ringChanged gives the core the new view. It runs on the membership's
+// goroutine after each change.
 func (n *Node) ringChanged(r *ring.Ring) {
-	prev := n.lastRing.Swap(r)
-	if prev != nil {
-		n.prevRing.Store(prev)
+	o := &n.own
+	id := viewID(r)
+	o.begin()
+	prev := o.view.Load()
+	if prev.Len() == 0 {
+		prev = nil // the first ring: calls decided before it had none to go by
+	}
+	changed := id != o.viewID
+	if changed {
+		o.core.SetView(r, ringWithout(r, n.name), id, n.nowMs())
+		o.viewID, o.pushFail = id, false
+		o.view.Store(r)
+	}
+	joined := o.core.Joined()
+	o.end()
+	if !changed {
+		return
 	}
 	n.moves.lost(prev, r, n.name)
-	n.minusMe.Store(ringWithout(r, n.name))
-	if r.Len() > 1 {
-		n.joinedOnce.Do(func() {
-			n.waitPushes(r)
-			close(n.joined)
-		})
+	if r.Len() > 1 || joined {
+		n.joinedOnce.Do(func() { close(n.joined) })
 	}
-	n.openWindow()
-	if prev != nil || r.Len() > 1 { // a first ring with others in it: it may be a join this node has to push for
-		select {
-		case n.kickPush <- struct{}{}:
-		default:
-		}
+	n.kick()
+}
+
+// kick wakes the push loop.
+func (n *Node) kick() {
+	select {
+	case n.kickPush <- struct{}{}:
+	default:
 	}
 }
 
-// serveStates installs the states a peer pushed. The first item names the
-// sender (its key is empty: no key is); a push of no state after it marks
-// the end of the sender's push (see Ready).
-func (n *Node) serveStates(items []peer.Item) peer.Result {
-	if n.holders.leaving.Load() != nil && len(items) > 1 {
-		// Leaving: its own states are on their way out already; one
-		// installed now would stay behind. The sender keeps them.
-		return peer.Result{Err: ringlimit.ErrClosed}
-	}
-	from := ""
-	if len(items) > 0 && items[0].Key == "" {
-		from, items = string(items[0].Value), items[1:]
-		if len(items) == 0 { // the end of the sender's push
-			n.pushedBy(from)
-		}
-	}
-	for _, it := range items {
-		n.install(it.Key, it.Value, from)
-	}
-	return peer.Result{}
-}
-
-// pushLoop pushes the keys that new members own to them, after each join.
+// pushLoop gives away the states of keys other members own, after each
+// change and whenever a stray is recorded, and sends Done.
 func (n *Node) pushLoop() {
 	defer n.wg.Done()
-	var pushed *ring.Ring // the ring of the last push
 	for {
 		select {
 		case <-n.stop:
 			return
 		case <-n.kickPush:
 		}
-		if n.holders.leaving.Load() != nil {
-			continue
-		}
-		n.holders.forget(func(m *mark) bool { return !n.current(m) })
-		r := n.members.Ring()
-		n.pushMoved(r)
-		// Tell each member new since the last push that this node's
-		// push is done (a node is Ready once each member it joined has).
-		for _, m := range r.Members() {
-			if m == n.name || (pushed != nil && pushed.Contains(m)) {
-				continue
-			}
-			// Once, briefly: a member that misses it is Ready when its
-			// hand-off window ends instead.
-			if pc := n.peers.get(m); pc != nil {
-				pc.bulk.DoTimeout(context.Background(), &peer.Request{Op: peer.OpStates, States: []peer.Item{n.header()}}, n.pullTimeout())
-			}
-		}
-		pushed = r
+		n.pushOnce()
 	}
 }
 
-// header is the first item of every push: the sender's name.
-func (n *Node) header() peer.Item { return peer.Item{Value: []byte(n.name)} }
-
-// pushMoved gives up the keys that another member owns in r and pushes
-// their states to it: the keys of the arcs this node lost since the last
-// push, and the stray keys (see moves); every key after the first ring, or
-// if those outgrew their bounds.
-func (n *Node) pushMoved(r *ring.Ring) {
-	byOwner := map[string][]string{}
+// pushOnce gives every state held here whose key another member owns (in
+// the core's view, or in the ring without this node while it leaves) to
+// that member, pushes them, and says Done if it may. What it visits: the
+// arcs this node lost since the last push and the stray keys (moves), or
+// every key.
+func (n *Node) pushOnce() {
+	var keys []string
 	add := func(key string, _ local.State) bool {
-		if o := r.Owner(key); o != n.name && o != "" {
-			byOwner[o] = append(byOwner[o], key) // (a key of several indexes comes once each: the second Take finds nothing)
-		}
+		keys = append(keys, key) // (a key of several indexes comes once each: the second give finds nothing)
 		return true
 	}
 	arcs, strays, all := n.moves.take()
-	if all {
+	n.own.mu.Lock()
+	leaving := n.own.core.Leaving()
+	n.own.mu.Unlock()
+	if all || leaving {
 		n.local.Range(add)
 	} else {
 		if len(arcs) > 0 {
 			n.local.RangeArcs(arcs, add)
 		}
 		for key := range strays {
-			if n.local.Has(key) {
-				add(key, local.State{})
+			keys = append(keys, key)
+		}
+	}
+	o := &n.own
+	now := n.nowMs()
+	o.begin()
+	for _, key := range keys {
+		if to := o.core.Stray(ring.Hash(key)); to != "" {
+			if it, ok := n.giveLocked(key, to, now); ok {
+				o.outbox[to] = append(o.outbox[to], it)
 			}
 		}
 	}
-	for owner, keys := range byOwner {
-		if n.peers.get(owner) == nil {
-			for _, k := range keys { // not reachable yet: the next push tries again
-				n.moves.stray(k)
+	out := o.outbox
+	o.outbox = map[string][]pushItem{}
+	o.end()
+	for _, to := range sortedNames(out) {
+		items := out[to]
+		for len(items) > 0 {
+			k, size := 0, 0
+			for k < len(items) && (k == 0 || size < batchBytes) {
+				size += 64 + len(items[k].key) + len(encodeState(items[k].st))
+				k++
 			}
-			continue
-		}
-		for len(keys) > 0 {
-			if n.holders.leaving.Load() != nil {
-				return // Close hands everything off
-			}
-			var undo []given
-			keys, undo = n.pushBatch(owner, keys)
-			n.takeBack(owner, undo)
+			n.push(to, items[:k])
+			items = items[k:]
 		}
 	}
+	n.maybeDone()
 }
 
-// given is a state this node gave up in a push, with the mark it left.
-type given struct {
-	key     string
-	st      local.State
-	m       *mark
-	refused bool // the target answered that it installed nothing
+func sortedNames[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
 }
 
-// pushBatch gives up the states of keys to the member named to, until a
-// batch is full, and sends the batch (with no lock held). It returns the
-// keys left, and the states given up that could not be delivered.
-func (n *Node) pushBatch(to string, keys []string) (left []string, failed []given) {
-	var done []given
-	items := []peer.Item{n.header()}
-	size, now, addr := 0, n.nowMs(), n.addrOf(to)
-	n.holders.moving.Add(1) // until the marks are set (see holders.quiet)
-	for len(keys) > 0 && size < batchBytes {
-		key := keys[0]
-		keys = keys[1:]
-		s := n.holders.lock(key)
-		if m := s.get(key); m != nil && m.to != n.name {
-			s.unlock() // a pull took it meanwhile
-			continue
+// push sends items to the member to, and handles its answer: a state it
+// took is confirmed (the core drops its copy); one it refused (it leaves)
+// comes back here. A push whose answer is lost may have been installed:
+// it is sent again, at most twice, with what the core still holds for to.
+// One that cannot be delivered stays given (to, or its next owner, pulls
+// the copy), and goes to the store for a crash.
+func (n *Node) push(to string, items []pushItem) {
+	o := &n.own
+	for try := 0; ; try++ {
+		res, err := n.holdCall(to, &holdMsg{kind: holdPush, from: n.name, viewID: n.own.viewID, items: items}, n.pushTimeout())
+		refusedAll := err == nil && res.Err != nil || errors.Is(err, ringlimit.ErrClosed)
+		if refusedAll || err == nil && len(res.State) == len(items) {
+			o.begin()
+			for i, it := range items {
+				if !refusedAll && res.State[i] == 0 {
+					o.core.Confirmed(it.key, to)
+					n.stats.handedOff.Add(1)
+					continue
+				}
+				if st, ver, ok := o.core.TakeBack(it.key, to); ok {
+					n.installLocked(it.key, *st, ver)
+					n.release(it.key, "")
+					if o.core.Stray(ring.Hash(it.key)) != "" {
+						n.moves.stray(it.key) // the next change sends it on
+					}
+				}
+			}
+			o.end()
+			return
 		}
-		st, ok := n.local.Take(key)
-		if !ok {
-			s.unlock()
-			continue
-		}
-		m := &mark{to: to, addr: addr, at: now, st: &st}
-		v := encodeState(st)
-		tooLarge := 6+len(key)+len(v) > peer.MaxStatesBody-4
-		if tooLarge {
-			m.st = nil // too large to hand off: the new owner loads it, or starts afresh
-		}
-		n.holders.drop(s, key)
-		n.holders.set(s, key, m)
-		s.unlock()
-		if tooLarge { // (m.st is the stripe's now: a pull may take it)
-			continue
-		}
-		done = append(done, given{key: key, st: st, m: m})
-		items = append(items, peer.Item{Key: key, Value: v})
-		size += 6 + len(key) + len(v)
-	}
-	n.holders.moving.Add(-1)
-	if len(done) == 0 {
-		return keys, nil
-	}
-	if err := n.send(to, items); err != nil {
-		n.warn.Warn("hand-off push failed", "node: hand-off push failed", "node", n.name, "to", to, "keys", len(done), "err", err)
-		n.stats.handoffFailures.Add(uint64(len(done)))
-		if errors.Is(err, errRefused) {
-			for i := range done {
-				done[i].refused = true
+		o.mu.Lock()
+		var again []pushItem
+		for _, it := range items {
+			if st, ver, ok := o.core.Pending(it.key, to); ok {
+				again = append(again, pushItem{key: it.key, st: *st, ver: ver, inc: it.inc})
 			}
 		}
-		return keys, done
-	}
-	n.stats.handedOff.Add(uint64(len(done)))
-	for _, g := range done {
-		s := n.holders.lock(g.key)
-		if s.get(g.key) == g.m {
-			g.m.st = nil // confirmed: to holds it
+		if try >= 2 || len(again) == 0 || !n.members.Ring().Contains(to) {
+			if len(again) > 0 {
+				o.pushFail = true
+			}
+			o.mu.Unlock()
+			n.warn.Warn("hand-off push failed", "node: hand-off push failed; the states stay given, and go to the store",
+				"node", n.name, "to", to, "keys", len(again), "err", err)
+			n.stats.handoffFailures.Add(uint64(len(again)))
+			n.writeLost(again)
+			return
 		}
-		s.unlock()
+		o.mu.Unlock()
+		items = again
 	}
-	return keys, nil
 }
 
-// send delivers items to the member named to and waits for its answer. A
-// push whose answer was lost may have been installed: the states stay given
-// (two holders would both admit), and installing is idempotent (a key that
-// holds a state keeps it), so it tries again, on a fresh connection if the
-// old one was dropped. The target may leave between attempts.
-func (n *Node) send(to string, items []peer.Item) error {
-	var err error
-	for range 3 {
-		pc := n.peers.get(to)
-		if pc == nil {
-			return errors.Join(err, errPeerGone)
-		}
-		var res peer.Result
-		res, err = pc.bulk.DoTimeout(context.Background(), &peer.Request{Op: peer.OpStates, States: items}, n.pushTimeout())
-		if err == nil && res.Err == nil {
-			return nil
-		}
-		if err == nil {
-			// It answered, and installed nothing (it is leaving).
-			return fmt.Errorf("%w: %w", errRefused, res.Err)
-		}
-	}
-	return err
-}
-
-// takeBack handles the states of a join push that could not be delivered.
-// If their target is still in the ring and did not refuse them it may hold
-// them: the marks stay (it can pull the copies), and the store gets a copy
-// for it to load. Else the states come back here.
-func (n *Node) takeBack(to string, failed []given) {
-	if len(failed) == 0 {
+// maybeDone tells every member Done once this node's pushes are confirmed
+// and the core is Clean, once per view.
+func (n *Node) maybeDone() {
+	o := &n.own
+	o.mu.Lock()
+	if o.pushFail || len(o.outbox) > 0 || !o.core.Clean() || o.core.Leaving() || o.sentDone == o.viewID {
+		o.mu.Unlock()
 		return
 	}
-	if !failed[0].refused && n.members.Ring().Contains(to) {
-		if n.states != nil {
-			n.writeLost(failed)
+	id, members := o.viewID, o.view.Load().Members()
+	o.mu.Unlock()
+	ok := true
+	for _, m := range members {
+		if m == n.name {
+			continue
 		}
+		if _, err := n.holdCall(m, &holdMsg{kind: holdDone, from: n.name, viewID: id}, 0); err != nil {
+			ok = false
+		}
+	}
+	if ok {
+		o.mu.Lock()
+		if o.viewID == id {
+			o.sentDone = id
+		}
+		o.mu.Unlock()
+	}
+}
+
+// holdCall sends a hand-off message to the member to and waits for its
+// answer at most timeout (0: the peer's effective timeout).
+func (n *Node) holdCall(to string, m *holdMsg, timeout time.Duration) (peer.Result, error) {
+	pc := n.peers.get(to)
+	if pc == nil {
+		// Not in this node's membership yet (it learnt of it from a
+		// peer), or only suspected for a moment.
+		pc = n.awaitPeer(context.Background(), to, time.Now().Add(n.cfg.ForwardTimeout/3))
+	}
+	if pc == nil {
+		return peer.Result{}, errPeerGone
+	}
+	if timeout == 0 {
+		timeout = pc.client.timeout()
+	}
+	res, err := pc.bulk.DoTimeout(context.Background(), holdRequest(m), timeout)
+	if err == nil && res.Err != nil {
+		err = res.Err
+	}
+	return res, err
+}
+
+// startPull runs the pull (or load) the core asked for a's key, in the
+// background: the calls on the key wait for it.
+func (n *Node) startPull(key string, h uint64, a hold.Action) {
+	n.bgMu.Lock()
+	defer n.bgMu.Unlock()
+	if n.bgOff {
+		// Closing: nobody is asked; the key is given up on.
+		go n.endPull(key, h, a)
 		return
 	}
-	for _, g := range failed {
-		s := n.holders.lock(g.key)
-		if s.get(g.key) == g.m {
-			// The state first, then the mark: with no mark left, a
-			// decision could start the key afresh (see holders.quiet).
-			n.local.Import(g.key, g.st)
-			n.holders.drop(s, g.key)
-			n.recordStray(n.members.Ring(), g.key) // the next push tries again
+	n.bg.Add(1)
+	go func() {
+		defer n.bg.Done()
+		n.drivePull(key, h, a)
+	}()
+}
+
+// endPull ends a pull the node cannot run (it closes): every step fails.
+func (n *Node) endPull(key string, h uint64, a hold.Action) {
+	o := &n.own
+	for a.Kind == hold.Pull || a.Kind == hold.Load {
+		o.begin()
+		if a.Kind == hold.Pull {
+			a = o.core.Pulled(key, h, a.To, hold.Answer{Kind: hold.Unreachable}, o.held(n.local, key), n.nowMs())
+		} else {
+			a = o.core.Loaded(key, "", 0)
 		}
-		s.unlock()
+		if a.Kind != hold.Pull && a.Kind != hold.Load {
+			n.release(key, a.To)
+		}
+		o.end()
 	}
+}
+
+// drivePull asks the members the core names for key's state, one after the
+// other, then the store, until the core says where the key is decided, and
+// wakes the calls waiting on it.
+func (n *Node) drivePull(key string, h uint64, a hold.Action) {
+	o := &n.own
+	for {
+		switch a.Kind {
+		case hold.Pull:
+			from := a.To
+			ans := n.askPull(key, a)
+			now := n.nowMs()
+			o.begin()
+			act := o.core.Pulled(key, h, from, ans, o.held(n.local, key), now)
+			if act.Install {
+				st, ver := ans.St, ans.Ver
+				if act.St != nil {
+					st, ver = act.St, act.Ver
+				}
+				if st != nil {
+					n.installLocked(key, *st, ver)
+				}
+			}
+			done := n.afterPull(key, h, act, now)
+			o.end()
+			if act.Install && act.St == nil {
+				// The member drops the copy it kept for this node.
+				n.holdCall(from, &holdMsg{kind: holdConfirm, from: n.name, items: []pushItem{{key: key}}}, 0)
+			}
+			if done {
+				return
+			}
+			a = act
+		case hold.Load:
+			l := n.load(key, a.Cleared)
+			now := n.nowMs()
+			o.begin()
+			act := o.core.Loaded(key, l.holder, l.holderInc)
+			if act.Kind == hold.Decide && l.st != nil && !n.local.Has(key) {
+				if n.local.Import(key, *l.st) {
+					// A load starts a branch of its own: two nodes that
+					// load one key apart merge when they meet.
+					o.vers[key] = hold.Join(l.ver.Next(now), hold.Fresh(now, randOrigin()))
+				}
+			}
+			done := n.afterPull(key, h, act, now)
+			o.end()
+			if done {
+				return
+			}
+			a = act
+		default:
+			return
+		}
+	}
+}
+
+// afterPull does what the core said after a pull's step, under the lock,
+// and reports whether the pull is over.
+func (n *Node) afterPull(key string, h uint64, act hold.Action, now int64) bool {
+	o := &n.own
+	switch act.Kind {
+	case hold.Pull, hold.Load:
+		return false
+	case hold.Decide:
+		n.release(key, "")
+		if o.core.Stray(h) != "" && !o.core.Leaving() {
+			n.sendLocked(key, o.core.Stray(h), now)
+		}
+	case hold.Forward:
+		if act.PushTo != "" {
+			n.sendLocked(key, act.PushTo, now)
+		}
+		n.release(key, act.To)
+	default:
+		n.release(key, "")
+	}
+	return true
+}
+
+// askPull asks the member a.To for key's state.
+func (n *Node) askPull(key string, a hold.Action) hold.Answer {
+	n.own.mu.Lock()
+	path := slices.Clone(n.own.core.Path(key))
+	n.own.mu.Unlock()
+	m := &holdMsg{kind: holdPull, from: n.name, key: key, want: a.Inc, gone: a.Gone, goneInc: a.GoneInc, path: path}
+	res, err := n.holdCall(a.To, m, 0)
+	if err != nil {
+		return hold.Answer{Kind: hold.Unreachable}
+	}
+	ans, err := parseAnswer(res.State)
+	if err != nil {
+		n.warn.Warn("bad hand-off answer", "node: bad answer to a pull", "node", n.name, "from", a.To, "err", err)
+		return hold.Answer{Kind: hold.Unreachable}
+	}
+	n.stats.pulls.Add(1)
+	return ans
+}
+
+// loaded is what a load from the store found.
+type loaded struct {
+	st        *ringlimit.State
+	ver       hold.Version
+	holder    string // another member's claim on the key stands
+	holderInc uint64
+}
+
+// load reads key's state from the store, if there is one and it answers
+// within the load timeout.
+func (n *Node) load(key string, cleared []string) loaded {
+	if n.states == nil {
+		return loaded{}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), n.loadTimeout())
+	defer cancel()
+	rs, ttl, ok, err := n.states.LoadState(ctx, key)
+	if err != nil {
+		n.stats.loadFailures.Add(1)
+		return loaded{}
+	}
+	n.stats.loads.Add(1)
+	if !ok {
+		return loaded{}
+	}
+	now := n.nowMs()
+	if ttl > 0 {
+		rs.Until = now + ttl.Milliseconds()
+	} // else index 0 has gone: Import skips it and installs the others
+	for i := range rs.More { // their Until is their remaining TTL in ms
+		rs.More[i].Until += now
+	}
+	return loaded{st: &rs}
+}
+
+// loadTimeout bounds a load from the store.
+func (n *Node) loadTimeout() time.Duration { return max(n.cfg.StoreTimeout, n.cfg.ForwardTimeout/3) }
+
+// serveHold serves a hand-off message from a peer.
+func (n *Node) serveHold(items []peer.Item) peer.Result {
+	if !isHold(items) {
+		// A push of the release before the core: refused, so its sender
+		// keeps the states.
+		return peer.Result{Err: ringlimit.ErrClosed}
+	}
+	m, err := parseHold(items)
+	if err != nil {
+		n.stats.badHold.Add(1)
+		n.warn.Warn("bad hand-off message", "node: bad hand-off message", "node", n.name, "err", err)
+		return peer.Result{Err: err}
+	}
+	if n.closed.Load() {
+		return peer.Result{Err: ringlimit.ErrClosed}
+	}
+	o := &n.own
+	now := n.nowMs()
+	switch m.kind {
+	case holdPull:
+		h := ring.Hash(m.key)
+		o.begin()
+		r := o.core.Asked(hold.Ask{Key: m.key, Hash: h, From: m.from, Inc: m.want, Path: m.path,
+			Gone: m.gone, GoneInc: m.goneInc, Has: n.local.Has(m.key), Now: now})
+		a := r.A
+		if r.Give {
+			if st, ok := n.local.Take(m.key); ok {
+				ver := o.given(m.key, now)
+				c := st
+				o.core.Gave(m.key, m.from, ver, &c, st.Until)
+				a = hold.Answer{Kind: hold.State, St: &st, Ver: ver}
+				n.stats.handedOff.Add(1)
+			} else {
+				a = hold.Answer{Kind: hold.None}
+			}
+		}
+		o.end()
+		return peer.Result{State: appendAnswer(nil, a)}
+	case holdPush:
+		refused := make([]byte, len(m.items))
+		for i, it := range m.items {
+			h := ring.Hash(it.key)
+			o.begin()
+			held := o.held(n.local, it.key)
+			ar := hold.Arrival{Key: it.key, Hash: h, From: m.from, Inc: it.inc, Ver: it.ver, Has: held != nil, Now: now}
+			if held != nil {
+				ar.Held = *held
+			}
+			install, on, ref := o.core.Arrived(ar)
+			if ref {
+				refused[i] = 1
+			}
+			if install {
+				n.installLocked(it.key, it.st, it.ver)
+				n.release(it.key, "")
+				if on != "" {
+					n.sendLocked(it.key, on, now)
+				}
+			}
+			o.end()
+		}
+		return peer.Result{State: refused}
+	case holdConfirm:
+		o.begin()
+		for _, it := range m.items {
+			o.core.Confirmed(it.key, m.from)
+		}
+		o.end()
+	case holdDone:
+		o.begin()
+		clean := o.core.Done(m.from, m.viewID)
+		o.end()
+		if clean {
+			n.kick() // (the push loop says Done in turn)
+		}
+	}
+	return peer.Result{}
 }
 
 // writeLost writes states that could not be handed off to the store.
-func (n *Node) writeLost(lost []given) {
+func (n *Node) writeLost(lost []pushItem) {
 	if n.states == nil || len(lost) == 0 {
 		return
 	}
@@ -355,34 +549,59 @@ func (n *Node) writeLost(lost []given) {
 
 func (n *Node) pushTimeout() time.Duration { return max(40*n.cfg.ForwardTimeout, 2*time.Second) }
 
-// handOffAll is the first step of Close: every key is redirected from now
-// on, and every state goes to its owner in the ring without this node. The
-// states that cannot be delivered are written to the store, if there is one.
+// handOffAll is the first step of Close: the core leaves (every key goes to
+// its owner in the ring without this node from now on, and pushed states
+// are refused), and the push loop's work is done here, once: every state
+// goes to its owner in the ring without this node. The states that cannot
+// be delivered are written to the store, if there is one.
 func (n *Node) handOffAll() {
-	lr := ringWithout(n.members.Ring(), n.name)
-	n.holders.leaving.Store(lr)
-	// A call that read no leaving ring under a stripe's lock has finished
-	// when this takes the lock: Range below sees every state.
-	for i := range n.holders.stripes {
-		n.holders.stripes[i].mu.Lock()
-		n.holders.stripes[i].mu.Unlock()
-	}
-	if lr.Len() == 0 {
-		return
-	}
-	byOwner := map[string][]string{}
-	n.local.Range(func(key string, _ local.State) bool {
-		o := lr.Owner(key)
-		byOwner[o] = append(byOwner[o], key)
-		return true
-	})
-	var lost []given
-	for owner, keys := range byOwner {
-		for len(keys) > 0 {
-			var failed []given
-			keys, failed = n.pushBatch(owner, keys)
-			lost = append(lost, failed...)
+	o := &n.own
+	o.begin()
+	o.core.Leave(ringWithout(o.view.Load(), n.name))
+	o.end()
+	n.pushOnce()
+}
+
+// awaitPeer waits until deadline at most for the member named name to
+// appear in this node's membership (a peer that already knows it redirected
+// a call to it, or it was only suspected for a moment), and returns its
+// connection.
+func (n *Node) awaitPeer(ctx context.Context, name string, deadline time.Time) *peerConn {
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-n.stop:
+			return nil
+		case <-t.C:
+			return nil
+		case <-tick.C:
+		}
+		if pc := n.peers.get(name); pc != nil {
+			return pc
 		}
 	}
-	n.writeLost(lost)
+}
+
+// tick lets the core drop what has expired, and ends a seeded node's wait
+// for its cluster once the hand-off window after New is over.
+func (n *Node) tick() {
+	o := &n.own
+	o.begin()
+	o.core.Tick(n.nowMs())
+	if !o.core.Joined() && time.Since(n.started) >= n.cfg.HandoffWindow {
+		o.core.Alone()
+	}
+	if len(o.vers) > 0 {
+		o.sweep(n.local)
+	}
+	joined := o.core.Joined()
+	o.end()
+	if joined {
+		n.joinedOnce.Do(func() { close(n.joined) })
+	}
 }

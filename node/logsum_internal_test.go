@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/ringlimit/ringlimit"
 )
 
 // syncBuffer is a bytes.Buffer safe for the node's goroutines and the test.
@@ -26,7 +28,8 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// A warning that repeats (here a peer sending states that do not decode)
+// A warning that repeats (here a peer sending hand-off messages that do
+// not decode)
 // is written once, and the rest are counted and summarised in one line by
 // Close: a flood of bad hand-offs cannot flood the log.
 func TestRepeatedWarningsAreSummarised(t *testing.T) {
@@ -36,15 +39,19 @@ func TestRepeatedWarningsAreSummarised(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	bad := holdRequest(&holdMsg{kind: holdPush, from: "b", items: []pushItem{{key: "k", st: ringlimit.State{Until: 1 << 50}}}})
+	bad.States[1].Value = bad.States[1].Value[:20] // cut inside the version
 	for range 50 {
-		n.install("k", []byte{0xff, 0x01}, "b")
+		if res := n.serveHold(bad.States); res.Err == nil {
+			t.Fatal("a malformed push was accepted")
+		}
 	}
-	if got := strings.Count(buf.String(), "bad state in a hand-off"); got != 1 {
+	if got := strings.Count(buf.String(), "bad hand-off message"); got != 1 {
 		t.Fatalf("%d lines of the warning before the summary, want 1:\n%s", got, buf.String())
 	}
 	n.Close()
 	out := buf.String()
-	if !strings.Contains(out, "bad state in a hand-off (repeated)") || !strings.Contains(out, "suppressed=49") {
+	if !strings.Contains(out, "bad hand-off message (repeated)") || !strings.Contains(out, "suppressed=49") {
 		t.Fatalf("no summary of the 49 repeats after Close:\n%s", out)
 	}
 	if n.local.Has("k") {

@@ -37,7 +37,7 @@ func TestStrayStateFollowsItsKey(t *testing.T) {
 	if !ok {
 		t.Fatal("no state to install")
 	}
-	node.Install(a, key, st, b.Name())
+	node.Install(a, key, st)
 	if !node.Holds(a, key) {
 		t.Fatal("the stray state was not installed")
 	}

@@ -46,12 +46,11 @@ func (n *Node) AppendAll(ctx context.Context, dst []ringlimit.Decision, key stri
 	if len(rules) == 0 || len(rules) > ringlimit.MaxRules {
 		return dst, ringlimit.ValidateRules(rules)
 	}
-	now, h, r := n.now(), ring.Hash(key), n.members.Ring()
-	at := r.OwnerOfHash(h)
-	if at == n.name && n.holders.leaving.Load() == nil {
-		// Here, as in AllowN (no stray check either): the local store
-		// checks the input.
-		all, ok, err := n.local.AllowAllIfAt(dst, now, key, h, rules, hits, n.quiet)
+	now, h := n.now(), ring.Hash(key)
+	at := n.own.view.Load().OwnerOfHash(h)
+	if at == n.name || at == "" {
+		// Here, as in AllowN: the local store checks the input.
+		all, ok, err := n.local.AllowAllIfAt(dst, now, key, h, rules, hits, n.fresh)
 		if err != nil {
 			return dst, err
 		}
@@ -59,6 +58,9 @@ func (n *Node) AppendAll(ctx context.Context, dst []ringlimit.Decision, key stri
 			n.observeAll(ctx, start, all[len(dst):])
 			return all, nil
 		}
+		at = ""
+	} else if !n.own.fresh() {
+		at = ""
 	}
 	for i, r := range rules { // ValidateCall validates each rule too
 		if err := ringlimit.ValidateCall(key, r, hits); err != nil {
@@ -66,7 +68,7 @@ func (n *Node) AppendAll(ctx context.Context, dst []ringlimit.Decision, key stri
 		}
 	}
 	var ds []ringlimit.Decision
-	if _, err = n.route(ctx, now, r, at, peer.Request{Op: peer.OpAllowAll, Key: key, Rules: rules, N: hits}, &ds); err != nil {
+	if _, err = n.route(ctx, now, h, at, peer.Request{Op: peer.OpAllowAll, Key: key, Rules: rules, N: hits}, &ds); err != nil {
 		return dst, err
 	}
 	n.observeAll(ctx, start, ds)
@@ -74,24 +76,6 @@ func (n *Node) AppendAll(ctx context.Context, dst []ringlimit.Decision, key stri
 		return ds, nil
 	}
 	return append(dst, ds...), nil
-}
-
-// decideAll decides an OpAllowAll on local state: settled, at once; else
-// only if the key holds a state here (see decideHereAll).
-func (n *Node) decideAll(req *peer.Request, now time.Time, settled bool, all *[]ringlimit.Decision) (ringlimit.Decision, bool, error) {
-	var ds []ringlimit.Decision
-	var err error
-	held := true
-	if settled {
-		ds, err = n.local.AllowAllAt(now, req.Key, req.Rules, req.N)
-	} else {
-		ds, held, err = n.local.AllowAllHeldAt(now, req.Key, req.Rules, req.N)
-	}
-	if err != nil || !held {
-		return ringlimit.Decision{}, held, err
-	}
-	*all = ds
-	return ds[0], true, nil
 }
 
 // storeAll decides an OpAllowAll in the store tier.

@@ -47,22 +47,19 @@ type Node struct {
 	obs   observer           // decisions by source and result, latency (observe.go)
 	warn  *logsum.Summarizer // repeated warnings: one line per kind per interval, then a count
 
-	// Hand-off (handoff.go, pull.go, holders.go).
-	holders    holders     // who holds each key while ownership changes
-	quiet      func() bool // holders.quiet, bound once
+	// Hand-off (own.go, handoff.go): the ownership core and what the
+	// shell keeps beside it.
+	own        owner
+	fresh      func() bool // own.fresh, bound once (the fast path passes it to local)
 	moves      moves       // what the next push looks at
-	pulls      flights
 	started    time.Time
-	changing   atomic.Bool // within HandoffWindow of a ring change: marks count, owned keys without state are pulled
-	windowMu   sync.Mutex  // orders opening and closing the window
-	windowEnd  time.Time
-	lastRing   atomic.Pointer[ring.Ring]
-	prevRing   atomic.Pointer[ring.Ring] // the ring before the last change
-	minusMe    atomic.Pointer[ring.Ring] // the current ring without this node
 	kickPush   chan struct{}
-	joined     chan struct{} // closed once the ring holds another member
+	joined     chan struct{} // closed once the node has joined its cluster (or was told it is alone)
 	joinedOnce sync.Once
-	readiness  readiness
+	bgMu       sync.Mutex     // orders starting pulls with Close
+	bg         sync.WaitGroup // the pulls in flight
+	bgOff      bool           // closing: no new pull goroutine
+	ready      atomic.Bool    // latched by Ready
 }
 
 var _ ringlimit.Limiter = (*Node)(nil)
@@ -83,15 +80,11 @@ func New(cfg Config) (*Node, error) {
 		name:     cfg.Name,
 		stop:     make(chan struct{}),
 		started:  time.Now(),
-		pulls:    flights{m: map[string]*flight{}},
 		kickPush: make(chan struct{}, 1),
 		joined:   make(chan struct{}),
 		warn:     logsum.New(cfg.Logger, 0),
 	}
 	n.peers.init(n)
-	n.minusMe.Store(ring.New(nil, 0))
-	// New: the keys this node will own may hold state elsewhere.
-	n.openWindow()
 
 	ln, err := net.Listen("tcp", cfg.RPCAddr)
 	if err != nil {
@@ -109,9 +102,11 @@ func New(cfg Config) (*Node, error) {
 	// once, and a ring change finds the keys of the arcs that move.
 	n.local = local.New(local.Config{MaxKeys: cfg.MaxKeys, MaxBytes: cfg.MaxBytes, Clock: cfg.Clock,
 		TrackChanges: n.states != nil && cfg.WriteBehind > 0, Hash: ring.Hash})
-	n.holders.init(cfg.Name, n.local, 2*max(cfg.MaxKeys, 1<<20))
-	n.holders.current, n.holders.changing = n.current, n.changing.Load
-	n.quiet = n.holders.quiet
+	// A node given members to join decides nothing until it has seen them
+	// (any key may be held elsewhere); with a store, a key that no member
+	// holds is loaded from it before it starts here.
+	n.own.init(cfg.Name, len(cfg.Join) > 0, n.states != nil, time.Now().UnixMilli())
+	n.fresh = n.own.fresh
 
 	// Serve before joining: peers may forward as soon as they see us.
 	n.server = peer.Serve(ln, peer.ServerConfig{
@@ -142,6 +137,7 @@ func New(cfg Config) (*Node, error) {
 		// background while the node is alone (ring.Config.Seeds).
 		if _, err := n.members.JoinSeeds(context.Background()); err != nil {
 			n.warn.Warn("join failed", "node: join failed; retrying in the background", "node", n.name, "err", err)
+			n.alone() // nobody answered: the first member of its cluster
 		} else {
 			// Joined: the ring follows in a moment. Callers of a node that
 			// returned from New should find it.
@@ -239,6 +235,10 @@ func (n *Node) Close() error {
 		n.closed.Store(true)
 		close(n.stop)
 		n.server.Close()
+		n.bgMu.Lock()
+		n.bgOff = true
+		n.bgMu.Unlock()
+		n.bg.Wait()
 		n.wg.Wait()
 		if err := n.members.Shutdown(); err != nil {
 			errs = append(errs, fmt.Errorf("node: shutdown: %w", err))
@@ -267,6 +267,15 @@ func (n *Node) drainPeers() {
 			return
 		}
 	}
+}
+
+// alone tells the core that no peer answered the Join addresses: the node
+// decides alone until one joins.
+func (n *Node) alone() {
+	n.own.begin()
+	n.own.core.Alone()
+	n.own.end()
+	n.joinedOnce.Do(func() { close(n.joined) })
 }
 
 func (n *Node) closeStore() {

@@ -155,9 +155,10 @@ func (t *peerTable) dial(name, addr string) *peerConn {
 		cc.Dial = func(ctx context.Context, addr string) (net.Conn, error) { return nw.DialPeer(ctx, from, name, addr) }
 	}
 	// A forwarded call may wait on the owner's pull of the key's state
-	// while ownership changes (at most ForwardTimeout/3, pull.go): a
-	// caller that gave up sooner would send the call on to the store while
-	// the owner still decides it. So the floor is half the ceiling.
+	// while ownership changes (at most ForwardTimeout/3, then the owner
+	// answers "ask again": route.go's parkTimeout): a caller that gave up
+	// sooner would send the call on to the store while the owner still
+	// decides it. So the floor is half the ceiling.
 	fw := &forwarder{Client: peer.NewClient(cc), rto: failover.NewRTO(max(failover.DefaultFloor, cfg.ForwardTimeout/2), cfg.ForwardTimeout), lag: t.lag}
 	return &peerConn{
 		name:   name,
@@ -248,8 +249,8 @@ func (t *peerTable) timeouts() map[string]time.Duration {
 }
 
 // Quick reports whether r is answered from memory at once: a plain call or
-// reset while no hand-off is under way, or during one for a key whose state
-// is already here. Hand-off steps, redirected calls and calls that may
+// reset while no key changes hands (owner.fresh), or for a key whose state
+// is here. Hand-off steps, redirected calls and calls that may
 // first fetch a key's state are served on a worker of the connection, so
 // they delay no other call on it.
 func (h ownerHandler) Quick(r *peer.Request) bool {
@@ -257,10 +258,7 @@ func (h ownerHandler) Quick(r *peer.Request) bool {
 		return false
 	}
 	n := h.n
-	if n.holders.leaving.Load() != nil {
-		return false
-	}
-	return !n.changing.Load() || n.local.Has(r.Key)
+	return n.own.fresh() || n.local.Has(r.Key)
 }
 
 var _ peer.Quick = ownerHandler{}

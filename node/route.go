@@ -7,6 +7,7 @@ import (
 
 	"github.com/ringlimit/ringlimit"
 	"github.com/ringlimit/ringlimit/failover"
+	"github.com/ringlimit/ringlimit/internal/hold"
 	"github.com/ringlimit/ringlimit/internal/peer"
 	"github.com/ringlimit/ringlimit/ring"
 )
@@ -23,14 +24,15 @@ const (
 
 // AllowN consumes n hits on key if rule admits them now; n == 0 is a Peek.
 //
-// The owner decides: this node from its memory if it owns key (Source
-// Local); else the owning peer, over its connection (Source Peer); if the
-// peer cannot answer within ForwardTimeout or its breaker is open, the
-// central store (Source Store); if that cannot answer either, Policy (Source
-// Fallback). While ownership changes, a key's state follows it (see Close
-// and Config.HandoffWindow): a node that gave a key up redirects its calls
-// to the new holder, and a new owner takes the state from the previous one
-// before it decides. Errors: bad input, a closed node, a cancelled context.
+// The key's holder decides: this node from its memory if it owns key
+// (Source Local); else the owning peer, over its connection (Source Peer);
+// if the peer cannot answer within its effective timeout or its breaker is
+// open, the central store (Source Store); if that cannot answer either,
+// Policy (Source Fallback). While ownership changes, a key's state follows
+// it (see the ownership core, internal/hold): a node that gave a key away
+// sends its calls on to the new holder, and a new owner takes the state
+// from the member that held it before it decides. Errors: bad input, a
+// closed node, a cancelled context.
 func (n *Node) AllowN(ctx context.Context, key string, rule ringlimit.Rule, hits int64) (d ringlimit.Decision, err error) {
 	var start time.Time
 	if n.obs.on.Load() { // metrics: time a sample (observe.go)
@@ -43,79 +45,130 @@ func (n *Node) AllowN(ctx context.Context, key string, rule ringlimit.Rule, hits
 		return ringlimit.Decision{}, ringlimit.ValidateKey(key)
 	}
 	// The rule and hits are checked once, where the call is decided: by
-	// the local store on the owned path (it keeps the last rule it checked
-	// per shard), by ValidateCall before the call leaves this node.
-	now, h, r := n.now(), ring.Hash(key), n.members.Ring()
-	at := r.OwnerOfHash(h)
-	if at == n.name && n.holders.leaving.Load() == nil {
-		// Here, and the key's state is here or no key changes hands (the
-		// common case): the local store decides, under its own lock alone
-		// (see holders.quiet).
+	// the local store here (it keeps the last rule it checked per shard),
+	// by ValidateCall before the call leaves this node.
+	now, h := n.now(), ring.Hash(key)
+	at := n.own.view.Load().OwnerOfHash(h)
+	if at == n.name || at == "" {
+		// Owned: the local store decides under its own lock alone if the
+		// key's state is here, or if no key changes hands (owner.fresh).
 		var ok bool
-		// No stray check (see moves): a state started here on a snapshot
-		// the ring has moved past was started before the change opened the
-		// hand-off window (quiet says no after), so before the change's push,
-		// which takes it with the arcs lost.
-		if ok, err = n.local.AllowNIfAt(&d, now, key, h, rule, hits, n.quiet); ok || err != nil {
+		if ok, err = n.local.AllowNIfAt(&d, now, key, h, rule, hits, n.fresh); ok || err != nil {
 			n.observe(ctx, start, &d, &err)
 			return
 		}
+		at = ""
+	} else if !n.own.fresh() {
+		at = "" // its state may be here: the core says where it is
 	}
-	d, err = n.route(ctx, now, r, at, peer.Request{Op: peer.OpAllow, Key: key, Rule: rule, N: hits}, nil)
+	d, err = n.route(ctx, now, h, at, peer.Request{Op: peer.OpAllow, Key: key, Rule: rule, N: hits}, nil)
 	n.observe(ctx, start, &d, &err)
 	return
 }
 
 // route runs req down the chain, the way groupcache's load does, at the
-// instant now (the clock is read once) from at, the key's owner in one
-// snapshot of the ring: a bounded loop asks where the key is decided: here
-// (holders, then the local store), a peer (which may name the key's new
-// holder: the loop goes on there, with From set), the store, the policy.
-// The ring is read again only if the member it named left while the call
-// was on its way. For OpAllowAll the decisions go to *all (and the first is
-// returned).
-func (n *Node) route(ctx context.Context, now time.Time, r *ring.Ring, at string, req peer.Request, all *[]ringlimit.Decision) (ringlimit.Decision, error) {
+// instant now (the clock is read once), for the key of hash h: a bounded
+// loop asks where the key is decided, starting at at ("" : ask the
+// ownership core here): here (the core, then the local store), a peer
+// (which may answer that the key is with another member: the loop goes on
+// there, with From set), the store, the policy. A call that bounces past
+// maxHops between members whose views disagree, or whose member left on
+// the way, goes down the chain again from here a moment later, while the
+// views settle, for at most rerouteBudget; then the store decides it. For
+// OpAllowAll the decisions go to *all (and the first is returned).
+func (n *Node) route(ctx context.Context, now time.Time, h uint64, at string, req peer.Request, all *[]ringlimit.Decision) (ringlimit.Decision, error) {
 	checked := req.Op != peer.OpAllow // the input of a call that leaves this node is checked first
-	for range maxRedirects + 1 {
-		var (
-			d    ringlimit.Decision
-			next string
-			err  error
-		)
-		if at == n.name || at == "" {
-			d, next, err = n.decideHereAll(ctx, &req, now, all)
-			if next == "" && err == nil {
-				n.strayIfMoved(r, req.Key) // (see moves)
-			}
-		} else {
-			if err := validateOnce(&req, &checked); err != nil {
-				return ringlimit.Decision{}, err
-			}
-			d, next, err = n.ask(ctx, at, &req, all)
-		}
-		switch next {
-		case "":
+	var start time.Time
+	for {
+		d, done, err := n.hops(ctx, now, h, at, &req, &checked, all)
+		if done || err != nil {
 			return d, err
-		case toStore:
-			if err := validateOnce(&req, &checked); err != nil {
-				return ringlimit.Decision{}, err
-			}
-			return n.fromStore(ctx, &req, all)
-		case reroute:
-			r = n.members.Ring()
-			at, req.From = r.Owner(req.Key), ""
-		default: // moved: the member that answered (or this node) gave the key to next
-			n.stats.redirects.Add(1)
-			if at == "" {
-				at = n.name
-			}
-			req.From, at = at, next
 		}
+		if start.IsZero() {
+			start = time.Now()
+		}
+		if time.Since(start) >= n.rerouteBudget() || !n.pause(ctx, rerouteDelay) {
+			break
+		}
+		at, now = "", n.now()
+		n.stats.reroutes.Add(1)
 	}
 	if err := validateOnce(&req, &checked); err != nil {
 		return ringlimit.Decision{}, err
 	}
 	return n.fromStore(ctx, &req, all)
+}
+
+// hops follows req from at for at most maxHops "moved" answers. done says
+// it was decided (or failed); else it goes down the chain again.
+func (n *Node) hops(ctx context.Context, now time.Time, h uint64, at string, req *peer.Request, checked *bool, all *[]ringlimit.Decision) (ringlimit.Decision, bool, error) {
+	via := "" // the member that answered "moved to" for this call
+	for range maxHops + 1 {
+		var (
+			d    ringlimit.Decision
+			next string
+			err  error
+		)
+		here := at == "" || at == n.name
+		if here {
+			d, next, err = n.here(ctx, now, h, req, via, false, all)
+		} else {
+			if err := validateOnce(req, checked); err != nil {
+				return ringlimit.Decision{}, true, err
+			}
+			req.From = via
+			d, next, err = n.ask(ctx, at, req, all)
+		}
+		switch next {
+		case "":
+			return d, true, err
+		case toStore:
+			if err := validateOnce(req, checked); err != nil {
+				return ringlimit.Decision{}, true, err
+			}
+			d, err = n.fromStore(ctx, req, all)
+			return d, true, err
+		case reroute:
+			// The member asked left (or is leaving) while the call was on
+			// its way: the key has another owner.
+			return ringlimit.Decision{}, false, nil
+		}
+		if here {
+			at, via = next, "" // the core sends it there
+			continue
+		}
+		// Moved: the member asked says the key is with next (itself, if
+		// it is still waiting for the key's state).
+		n.stats.redirects.Add(1)
+		via, at = at, next
+		if next == n.name {
+			at = ""
+		}
+		now = n.now()
+	}
+	return ringlimit.Decision{}, false, nil
+}
+
+// rerouteDelay is how long a call waits before it goes down the chain
+// again (see route): about a gossip round of the fast preset.
+const rerouteDelay = 5 * time.Millisecond
+
+// rerouteBudget bounds how long a call goes down the chain again and again
+// before the store decides it.
+func (n *Node) rerouteBudget() time.Duration { return 2 * n.cfg.ForwardTimeout }
+
+// pause waits d, or less if ctx ends or the node stops; false if it did not
+// wait d.
+func (n *Node) pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+	case <-n.stop:
+	}
+	return false
 }
 
 // validateOnce checks a call's input before it leaves this node (to a peer
@@ -129,78 +182,135 @@ func validateOnce(req *peer.Request, checked *bool) error {
 	return ringlimit.ValidateCall(req.Key, req.Rule, req.N)
 }
 
-// holderPicker is what the chain asks about a key while ownership changes:
-// which member holds its state now, the way groupcache's PickPeer says
-// which peer owns a key. *holders implements it.
-type holderPicker interface {
-	// pickHolder locks key against hand-over and returns the member its
-	// state is with: to ("" if here; toStore if nobody can take it), the
-	// stripe unlocked. If here, the stripe stays locked for the decision;
-	// settled says it needs no pull first, and src (if not "") is the
-	// member its state may still be with.
-	pickHolder(key, from string) (s *holderStripe, to, src string, settled bool)
-}
-
-var _ holderPicker = (*holders)(nil)
-
-// decideHereAll decides req on this node if it holds the key, making sure
-// first, while ownership changes, that the key's state is here; else it
-// returns the member that holds the key (or toStore if there is none). For
-// OpAllowAll the decisions go to *all.
-func (n *Node) decideHereAll(ctx context.Context, req *peer.Request, now time.Time, all *[]ringlimit.Decision) (ringlimit.Decision, string, error) {
-	for attempt := 0; ; attempt++ {
-		s, to, src, settled := n.holders.pickHolder(req.Key, req.From)
-		if to != "" {
-			return ringlimit.Decision{}, to, nil
+// here asks the ownership core where req is decided, and decides it if
+// here: with the core's lock held, so that no hand-over takes the key's
+// state out meanwhile. It returns the member the call goes to instead (the
+// key's holder, or this node for a forwarded call still waiting: the
+// caller asks again), or toStore. While the key's state is on its way
+// (pulled from its previous holder, or loaded from the store) the call
+// waits for it, at most parkTimeout; via is the member that sent the call
+// here with "moved to this node", if any; fwd says the call came from a
+// peer. For OpAllowAll the decisions go to *all.
+func (n *Node) here(ctx context.Context, now time.Time, h uint64, req *peer.Request, via string, fwd bool, all *[]ringlimit.Decision) (ringlimit.Decision, string, error) {
+	o := &n.own
+	var deadline time.Time
+	for {
+		o.begin()
+		a := o.core.Call(hold.Call{Key: req.Key, Hash: h, Has: n.local.Has(req.Key), Forwarded: fwd, Via: via, Now: now.UnixMilli()})
+		switch a.Kind {
+		case hold.Decide:
+			// (A state held here whose key another member owns is the
+			// holder's to decide: the push after a ring change, or the end
+			// of its pull, sends it to its owner.)
+			d, err := n.decideLocked(ctx, now, req, all)
+			o.end()
+			return d, "", err
+		case hold.Forward, hold.Moved:
+			o.end()
+			return ringlimit.Decision{}, a.To, nil
 		}
-		if req.Op == peer.OpReset {
-			err := n.local.Reset(ctx, req.Key)
-			s.unlock()
-			return ringlimit.Decision{}, "", err
+		// Pull, Load, or Wait: the key's state is on its way.
+		var p *parked
+		w := &waiter{req: req, all: all}
+		if a.Kind != hold.Wait || o.core.Joined() {
+			p = o.park(req.Key, w)
 		}
-		if req.Op == peer.OpAllowAll {
-			d, held, err := n.decideAll(req, now, attempt > 0 || settled, all)
-			s.unlock()
-			if held || err != nil {
-				return d, "", err
+		o.end()
+		if a.Kind == hold.Pull || a.Kind == hold.Load {
+			n.startPull(req.Key, h, a)
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(n.parkTimeout(fwd))
+		}
+		if !n.await(ctx, p, deadline) {
+			switch {
+			case ctx.Err() != nil:
+				return ringlimit.Decision{}, "", ctx.Err()
+			case fwd:
+				return ringlimit.Decision{}, n.name, nil // still waiting here: the caller asks again
 			}
-		} else {
-			if attempt > 0 || settled {
-				// Settled here: decide.
-				d, err := n.local.AllowNAt(now, req.Key, req.Rule, req.N)
-				s.unlock()
-				return d, "", err
-			}
-			d, held, err := n.local.AllowNHeldAt(now, req.Key, req.Rule, req.N)
-			s.unlock()
-			if held || err != nil {
-				return d, "", err
-			}
+			return ringlimit.Decision{}, toStore, nil
 		}
-		var err error
-		// The state may be elsewhere: fetch it, then decide.
-		to, err = n.fetch(ctx, req.Key, src)
-		if to != "" || err != nil {
-			return ringlimit.Decision{}, to, err
+		switch {
+		case w.decided:
+			return w.d, "", w.err
+		case p != nil && p.to != "":
+			return ringlimit.Decision{}, p.to, nil
 		}
+		via, now = "", n.now()
 	}
 }
 
+// decideLocked decides req from the local store, under the core's lock.
+func (n *Node) decideLocked(ctx context.Context, now time.Time, req *peer.Request, all *[]ringlimit.Decision) (ringlimit.Decision, error) {
+	switch req.Op {
+	case peer.OpReset:
+		delete(n.own.vers, req.Key)
+		return ringlimit.Decision{}, n.local.Reset(ctx, req.Key)
+	case peer.OpAllowAll:
+		ds, err := n.local.AllowAllAt(now, req.Key, req.Rules, req.N)
+		if err != nil {
+			return ringlimit.Decision{}, err
+		}
+		*all = ds
+		return ds[0], nil
+	}
+	return n.local.AllowNAt(now, req.Key, req.Rule, req.N)
+}
+
+// await waits until p is released (p nil: until the node has joined its
+// cluster), the deadline passes or ctx ends; false unless released.
+func (n *Node) await(ctx context.Context, p *parked, deadline time.Time) bool {
+	done := n.joined
+	if p != nil {
+		done = p.done
+	}
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	case <-n.stop:
+	}
+	return false
+}
+
+// parkTimeout bounds how long a call waits here for its key's state: a
+// forwarded call a third of the forward timeout (it is answered "ask
+// again" then, before its caller gives up on this node and sends it to the
+// store as well), a call made here twice the forward timeout.
+func (n *Node) parkTimeout(fwd bool) time.Duration {
+	if fwd {
+		return n.cfg.ForwardTimeout / 3
+	}
+	return 2 * n.cfg.ForwardTimeout
+}
+
 // ask forwards req to the member named at. It returns the peer's decision,
-// or where the call goes next: the key's new holder, the store, or the ring
+// or where the call goes next: the key's holder, the store, or the ring
 // again if at left during the call.
 func (n *Node) ask(ctx context.Context, at string, req *peer.Request, all *[]ringlimit.Decision) (ringlimit.Decision, string, error) {
 	pc := n.peers.get(at)
 	if pc == nil && req.From != "" {
 		// Redirected to a member this node has not heard of yet.
-		pc = n.awaitPeer(ctx, at, time.Now().Add(min(n.pullTimeout(), time.Second)))
+		pc = n.awaitPeer(ctx, at, time.Now().Add(min(n.cfg.ForwardTimeout/3, time.Second)))
 	}
 	if pc == nil {
+		if !n.members.Ring().Contains(at) {
+			n.stats.redirects.Add(1)
+			return ringlimit.Decision{}, reroute, nil // it left: the key has another owner now
+		}
 		n.stats.forwardFailures.Add(1)
 		return ringlimit.Decision{}, toStore, nil
 	}
 	done, err := pc.breaker.Allow()
 	if err != nil {
+		if !n.members.Ring().Contains(at) {
+			n.stats.redirects.Add(1)
+			return ringlimit.Decision{}, reroute, nil
+		}
 		n.stats.forwardFailures.Add(1)
 		return ringlimit.Decision{}, toStore, nil
 	}
@@ -234,7 +344,7 @@ func (n *Node) ask(ctx context.Context, at string, req *peer.Request, all *[]rin
 		return ringlimit.Decision{}, "", res.Err
 	}
 	done(failover.Failure) // unreachable, timed out, or closing
-	if n.peers.current(at) != pc {
+	if n.peers.current(at) != pc || !n.members.Ring().Contains(at) {
 		// It left, or came back at another address, while the call was
 		// on its way (its connection was dropped): the key may have a new
 		// owner.
@@ -275,42 +385,68 @@ func (n *Node) Reset(ctx context.Context, key string) error {
 	if err := ringlimit.ValidateKey(key); err != nil {
 		return err
 	}
-	r := n.members.Ring()
-	_, err := n.route(ctx, n.now(), r, r.Owner(key), peer.Request{Op: peer.OpReset, Key: key}, nil)
+	_, err := n.route(ctx, n.now(), ring.Hash(key), "", peer.Request{Op: peer.OpReset, Key: key}, nil)
 	return err
 }
 
 // ownerHandler serves forwarded calls from this node's own state: one hop,
 // never forwarded again, whatever this node's view of the ring. A key this
-// node gave up is answered with its new holder, and decides nothing here.
-// It also serves the hand-off steps.
+// node gave away is answered with its holder, and decides nothing here.
+// It also serves the hand-off messages (OpStates: see holdwire.go).
 type ownerHandler struct{ n *Node }
 
 func (h ownerHandler) Serve(ctx context.Context, r *peer.Request) peer.Result {
 	n := h.n
 	switch r.Op {
 	case peer.OpTake:
-		return n.serveTake(r.Key, r.From)
+		return peer.Result{} // (the release before the core's pull: nothing here for it)
 	case peer.OpStates:
-		return n.serveStates(r.States)
+		return n.serveHold(r.States)
 	}
+	hh, now := ring.Hash(r.Key), n.now()
 	if n.closed.Load() {
-		return peer.Result{Err: ringlimit.ErrClosed}
+		// Closed, its states handed off: the key is with its owner in the
+		// ring without this node, while the listener still answers.
+		n.own.mu.Lock()
+		to := n.own.core.Owner(hh)
+		n.own.mu.Unlock()
+		if to == "" || to == n.name {
+			return peer.Result{Err: ringlimit.ErrClosed}
+		}
+		return peer.Result{MovedTo: to}
 	}
 	n.stats.served.Add(1)
+	if r.From == "" && r.Op != peer.OpReset && n.own.view.Load().OwnerOfHash(hh) == n.name {
+		// Owned here, as on AllowN's fast path.
+		if r.Op == peer.OpAllowAll {
+			ds, ok, err := n.local.AllowAllIfAt(nil, now, r.Key, hh, r.Rules, r.N, n.fresh)
+			if ok || err != nil {
+				return allResult(ds, err)
+			}
+		} else {
+			var d ringlimit.Decision
+			if ok, err := n.local.AllowNIfAt(&d, now, r.Key, hh, r.Rule, r.N, n.fresh); ok || err != nil {
+				return peer.Result{Decision: d, Err: err}
+			}
+		}
+	}
 	var ds []ringlimit.Decision
-	d, next, err := n.decideHereAll(ctx, r, n.now(), &ds)
+	d, next, err := n.here(ctx, now, hh, r, r.From, true, &ds)
 	switch next {
 	case "":
-		if err == nil {
-			// The caller's ring may not be this node's (see moves).
-			n.strayIfNotMine(n.members.Ring(), r.Key)
-		}
 		return peer.Result{Decision: d, Decisions: ds, Err: err}
 	case toStore:
 		return peer.Result{Err: ringlimit.ErrClosed} // nobody to send it to: the caller falls back to the store
 	}
 	return peer.Result{MovedTo: next}
+}
+
+// allResult is the result of an AllowAll decided here.
+func allResult(ds []ringlimit.Decision, err error) peer.Result {
+	if err != nil || len(ds) == 0 {
+		return peer.Result{Err: err}
+	}
+	return peer.Result{Decision: ds[0], Decisions: ds}
 }
 
 // isBadInput reports whether an owner's error is about the input, which the

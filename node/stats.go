@@ -15,6 +15,7 @@ type counters struct {
 
 	redirects, pulls, handedOff, received, handoffFailures atomic.Uint64
 	writes, writeFailures, drops, loads, loadFailures      atomic.Uint64
+	badHold, reroutes                                      atomic.Uint64
 }
 
 // paddedCounter keeps each hot counter on its own cache line.
@@ -56,8 +57,11 @@ type Stats struct {
 	// states it installed from others; Pulls the states it asked a previous
 	// owner for; HandoffFailures the states a push could not deliver (taken
 	// back on a join; written to the store, if any, on a leave). Redirects
-	// counts calls that went on to a key's new holder after a "moved" answer.
-	HandedOff, Received, Pulls, HandoffFailures, Redirects uint64
+	// counts calls that went on to a key's new holder after a "moved" answer;
+	// Reroutes the calls that went down the chain again (they bounced past
+	// the bound between members whose views disagreed, or the member asked
+	// left on the way).
+	HandedOff, Received, Pulls, HandoffFailures, Redirects, Reroutes uint64
 
 	// Write-behind. Writes counts states written to the store; WriteFailures
 	// the pipelined writes that failed (their states stay queued);
@@ -69,10 +73,20 @@ type Stats struct {
 	// Peer is the peer link's counters.
 	Peer PeerStats
 
-	// Changing is true while the node leaves, or within HandoffWindow of a
-	// ring change (its owned keys then take a slower path that makes sure
-	// their state is here before deciding).
+	// Changing is true while the node leaves, or while it may still have to
+	// take a key's state from another member (a ring change not resolved
+	// yet by every member's Done, or a pull on its way): its owned keys
+	// without a state here then take a slower path that makes sure their
+	// state is not elsewhere before deciding.
 	Changing bool
+	// Sources is the ring changes not resolved yet; Resolved counts those
+	// resolved by every member's Done. Marks is the keys this node gave
+	// away whose marks it keeps (it sends their calls on); MarksDropped
+	// counts those dropped past the bound. BadHandoffs counts hand-off
+	// messages from peers that did not parse (refused whole).
+	Sources, Marks         int
+	Resolved, MarksDropped uint64
+	BadHandoffs            uint64
 }
 
 // PeerStats are the peer link's counters: the listener's connections and
@@ -117,13 +131,19 @@ func (n *Node) Stats() Stats {
 		Pulls:           n.stats.pulls.Load(),
 		HandoffFailures: n.stats.handoffFailures.Load(),
 		Redirects:       n.stats.redirects.Load(),
+		Reroutes:        n.stats.reroutes.Load(),
 		Writes:          n.stats.writes.Load(),
 		WriteFailures:   n.stats.writeFailures.Load(),
 		WriteDrops:      n.stats.drops.Load(),
 		Loads:           n.stats.loads.Load(),
 		LoadFailures:    n.stats.loadFailures.Load(),
-		Changing:        n.changing.Load() || n.holders.leaving.Load() != nil,
+		BadHandoffs:     n.stats.badHold.Load(),
 	}
+	n.own.mu.Lock()
+	s.Changing = !n.own.core.Settled() || n.own.core.Leaving()
+	s.Sources, s.Marks = n.own.core.Sources(), n.own.core.Marks()
+	s.Resolved, s.MarksDropped = n.own.core.Resolved, n.own.core.MarksDropped
+	n.own.mu.Unlock()
 	ps := n.server.Stats()
 	s.Peer = PeerStats{Conns: ps.Conns, Handshakes: ps.Handshakes, RefusedCap: ps.RefusedCap,
 		RefusedHandshake: ps.RefusedHandshakes, RefusedAuth: ps.RefusedAuth,

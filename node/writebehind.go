@@ -21,9 +21,9 @@ type stateStore interface {
 
 var _ stateStore = (*remote.Connector)(nil)
 
-// run is the node's housekeeping goroutine: every tick it ends the
-// hand-off window (and drops its marks) when it is over, and writes
-// the states changed since the last tick to the store (write-behind).
+// run is the node's housekeeping goroutine: every tick it writes the states
+// changed since the last tick to the store (write-behind), and every second
+// it lets the ownership core drop what expired.
 //
 // The write-behind never blocks a decision: decisions only set a mark in
 // their entry (local.Config.TrackChanges), and this goroutine drains the
@@ -40,13 +40,18 @@ func (n *Node) run() {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	var queue []remote.KeyState
+	lastTick := time.Now()
 	for {
 		select {
 		case <-n.stop:
 			return
 		case <-t.C:
 		}
-		n.housekeep()
+		if time.Since(lastTick) >= time.Second {
+			lastTick = time.Now()
+			n.tick() // the core drops what expired (it visits every mark)
+		}
+		n.warn.Flush(false) // summaries of repeated warnings whose interval is over
 		if n.states == nil || n.cfg.WriteBehind < 0 || n.closed.Load() {
 			continue
 		}
@@ -55,18 +60,19 @@ func (n *Node) run() {
 	}
 }
 
-func (n *Node) housekeep() {
-	n.closeWindow()
-	n.warn.Flush(false) // summaries of repeated warnings whose interval is over
-}
-
 // writeBehind drains the changed states into queue and writes the queue in
 // one pipelined round trip. It returns what is left to write.
 func (n *Node) writeBehind(queue []remote.KeyState) []remote.KeyState {
 	now := n.nowMs()
+	// Under the core's lock: a state's version is the one it has when it
+	// is drained, and no hand-over changes it meanwhile.
+	n.own.mu.Lock()
 	n.local.Drain(func(key string, s local.State) {
-		queue = append(queue, remote.KeyState{Key: key, State: s, TTL: ringlimit.Millis(s.Until - now)})
+		ks := remote.KeyState{Key: key, State: s, TTL: ringlimit.Millis(s.Until - now)}
+		setVersion(&ks, n.own.writeVer(key))
+		queue = append(queue, ks)
 	})
+	n.own.mu.Unlock()
 	if over := len(queue) - n.cfg.WriteBehindQueue; over > 0 {
 		n.stats.drops.Add(uint64(over))
 		queue = append(queue[:0], queue[over:]...)
