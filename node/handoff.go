@@ -67,9 +67,10 @@ func (n *Node) nowMs() int64 { return n.now().UnixMilli() }
 
 // ringChanged gives the core the new view. It runs on the membership's
 // goroutine after each change.
-func (n *Node) ringChanged(r *ring.Ring) {
+func (n *Node) ringChanged(r *ring.Ring, incs map[string]uint64) {
 	o := &n.own
-	id := viewID(r)
+	v := view{r, incs}
+	id := v.id()
 	o.begin()
 	prev := o.view.Load()
 	if prev.Len() == 0 {
@@ -77,8 +78,8 @@ func (n *Node) ringChanged(r *ring.Ring) {
 	}
 	changed := id != o.viewID
 	if changed {
-		o.core.SetView(r, ringWithout(r, n.name), id, n.nowMs())
-		o.viewID, o.pushFail = id, false
+		o.core.SetView(v, v.without(n.name), id, n.nowMs())
+		o.viewID, o.pushFail, o.cur = id, false, v
 		o.view.Store(r)
 	}
 	joined := o.core.Joined()
@@ -557,7 +558,7 @@ func (n *Node) pushTimeout() time.Duration { return max(40*n.cfg.ForwardTimeout,
 func (n *Node) handOffAll() {
 	o := &n.own
 	o.begin()
-	o.core.Leave(ringWithout(o.view.Load(), n.name))
+	o.core.Leave(o.cur.without(n.name))
 	o.end()
 	n.pushOnce()
 }

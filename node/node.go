@@ -169,6 +169,7 @@ func (n *Node) ringConfig(rpcAdvertise string) (ring.Config, error) {
 		rc.AdvertiseAddr, rc.AdvertisePort = adv.host, adv.port
 	}
 	rc.RPCAddr = rpcAdvertise
+	rc.Incarnation = n.own.core.Inc
 	rc.SecretKey = n.cfg.SecretKey
 	rc.Label = "ringlimit"
 	rc.Logger = n.cfg.Logger

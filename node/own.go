@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"time"
 	"encoding/binary"
 	"math/rand/v2"
 	"sync"
@@ -37,6 +38,7 @@ type owner struct {
 	moving atomic.Int64 // events between begin and end
 
 	view atomic.Pointer[ring.Ring] // the core's view, for the fast path
+	cur  view                      // the core's view, with incarnations (under the lock)
 
 	// waits are the calls parked on a key while its state is pulled or
 	// loaded: one parked value per key with a pull on its way.
@@ -80,13 +82,14 @@ const maxVers = 1 << 20
 func (o *owner) init(self string, seeded, stored bool, now int64) {
 	o.core = hold.New(self)
 	o.core.Seeded, o.core.Stored = seeded, stored
-	o.core.Inc = uint64(now)
+	o.core.Inc = uint64(time.Now().UnixNano()) // (this run of the node: peers tell it from a restart)
 	o.waits = map[string]*parked{}
 	o.vers = map[string]hold.Version{}
 	o.outbox = map[string][]pushItem{}
 	o.base = uint64(max(now, 1))
 	o.origin = rand.Uint64() | 1
 	o.view.Store(ring.New(nil, 0))
+	o.cur = view{Ring: ring.New(nil, 0)}
 }
 
 // begin locks the core for an event.
@@ -201,14 +204,30 @@ func (o *owner) sweep(l *local.Limiter) {
 // randOrigin is the origin of a fresh start: a number no other start takes.
 func randOrigin() uint64 { return rand.Uint64() | 1 }
 
-// viewID is the id of a ring: equal rings have equal ids on every node.
-func viewID(r *ring.Ring) uint64 {
+// view is a ring with its members' incarnations, as the core sees it
+// (hold.View and hold.Incarnations).
+type view struct {
+	*ring.Ring
+	incs map[string]uint64
+}
+
+func (v view) Incarnation(name string) uint64 { return v.incs[name] }
+
+// without is v without the member named name.
+func (v view) without(name string) view { return view{ringWithout(v.Ring, name), v.incs} }
+
+// id is the view's id: equal views (the same members, in the same
+// incarnations) have equal ids on every node, and a member's restart makes
+// another view.
+func (v view) id() uint64 {
 	d := xxhash.New()
 	var b [8]byte
-	for _, m := range r.Members() {
+	for _, m := range v.Members() {
 		binary.LittleEndian.PutUint64(b[:], uint64(len(m)))
 		d.Write(b[:])
 		d.WriteString(m)
+		binary.LittleEndian.PutUint64(b[:], v.incs[m])
+		d.Write(b[:])
 	}
 	return d.Sum64() | 1
 }

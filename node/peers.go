@@ -200,7 +200,7 @@ func (t *peerTable) update(ev ring.Event) {
 		}
 	}
 	t.n.memberIPs.Set(addrs)
-	t.n.ringChanged(ev.Ring)
+	t.n.ringChanged(ev.Ring, ev.Incs)
 	if len(ev.Joined)+len(ev.Left) > 0 {
 		t.n.cfg.Logger.Info("node: membership changed", "node", t.n.name,
 			"joined", ev.Joined, "left", ev.Left, "members", ev.Ring.Len())

@@ -61,6 +61,10 @@ type Config struct {
 	// address it sees the member at, so a server bound to every interface
 	// is reached at the right one. If empty, no RPC address is published.
 	RPCAddr string
+	// Incarnation tells this run of the member from an earlier one under
+	// the same name (a restart): a number that changes at every start, such
+	// as the start time. Published in the metadata (Event.Incs).
+	Incarnation uint64
 
 	// SecretKey encrypts and authenticates gossip with AES-GCM; it must be
 	// 16, 24 or 32 bytes. Members with different keys, or one with a key and

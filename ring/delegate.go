@@ -52,7 +52,7 @@ func (e *events) record(n *memberlist.Node, alive bool) {
 		if err != nil {
 			m.sum.Warn("ring: member metadata unreadable", "ring: member metadata unreadable", "peer", n.Name, "err", err)
 		}
-		m.members[n.Name] = memberInfo{rpcAddr: resolveRPC(md.RPCAddr, n.Addr), addr: n.Address()}
+		m.members[n.Name] = memberInfo{rpcAddr: resolveRPC(md.RPCAddr, n.Addr), inc: md.Inc, addr: n.Address()}
 		delete(m.failed, n.Name)
 		delete(m.leaving, n.Name)
 		m.unhold(n.Name) // it refuted while held

@@ -32,11 +32,16 @@ type Event struct {
 	// OnChange callback reads addresses here rather than through the
 	// Membership, which may not be in its caller's hands yet.
 	Addrs map[string]string
+	// Incs is each live member's incarnation (Config.Incarnation; 0 if it
+	// publishes none). A member that restarted under the same name between
+	// two changes is in Updated, with another incarnation.
+	Incs map[string]uint64
 }
 
 // memberInfo is what the event delegate records about a live member.
 type memberInfo struct {
 	rpcAddr string
+	inc     uint64
 	addr    string // gossip host:port
 }
 
@@ -69,6 +74,7 @@ type Membership struct {
 
 	ring  atomic.Pointer[Ring]
 	peers atomic.Pointer[map[string]string] // name → RPC address
+	incs  map[string]uint64                 // name → incarnation, as last published (run's goroutine only)
 
 	mu      sync.Mutex // guards the maps below; never held while calling memberlist
 	members map[string]memberInfo
@@ -166,7 +172,7 @@ func NewMembership(cfg Config) (*Membership, error) {
 		NumNodes:       func() int { return m.Ring().Len() },
 		RetransmitMult: mc.RetransmitMult,
 	}
-	mc.Delegate = &delegate{m: m, meta: meta{RPCAddr: cfg.RPCAddr}.encode()}
+	mc.Delegate = &delegate{m: m, meta: meta{RPCAddr: cfg.RPCAddr, Inc: cfg.Incarnation}.encode()}
 	mc.Events = (*events)(m)
 	mc.Logger = mlog
 	mc.LogOutput = nil
@@ -325,10 +331,13 @@ func (m *Membership) run() {
 func (m *Membership) apply() (Event, bool) {
 	m.mu.Lock()
 	peers := make(map[string]string, len(m.members))
+	incs := make(map[string]uint64, len(m.members))
 	for name, info := range m.members {
 		peers[name] = info.rpcAddr
+		incs[name] = info.inc
 	}
 	m.mu.Unlock()
+	oldIncs := m.incs
 
 	var ev Event
 	old := m.ring.Load()
@@ -339,7 +348,7 @@ func (m *Membership) apply() (Event, bool) {
 	for name, addr := range peers {
 		if prev, ok := oldPeers[name]; !ok {
 			ev.Joined = append(ev.Joined, name)
-		} else if prev != addr {
+		} else if prev != addr || oldIncs[name] != incs[name] {
 			ev.Updated = append(ev.Updated, name)
 		}
 	}
@@ -359,7 +368,8 @@ func (m *Membership) apply() (Event, bool) {
 	// Peers first: whoever finds a name on the new ring finds its address.
 	m.peers.Store(&peers)
 	m.ring.Store(r)
-	ev.Ring, ev.Addrs = r, peers
+	m.incs = incs
+	ev.Ring, ev.Addrs, ev.Incs = r, peers, incs
 	changed := len(ev.Joined)+len(ev.Left)+len(ev.Updated) > 0
 	if changed {
 		m.log.Info("ring: members changed", "joined", ev.Joined, "left", ev.Left,

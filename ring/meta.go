@@ -8,7 +8,7 @@ import (
 // metaVersion is the version byte that starts every member's metadata.
 //
 // Layout (version 1): version byte, then RPCAddr as a uvarint length and its
-// bytes. A later version may append fields after these: a decoder reads the
+// bytes, then (if not zero) the incarnation as a uvarint. A later version may append fields after these: a decoder reads the
 // fields it knows and ignores the rest, so old and new members can mix.
 const metaVersion = 1
 
@@ -19,15 +19,20 @@ const metaMaxSize = 512
 // address.
 type meta struct {
 	RPCAddr string // where its peer RPC server listens; "" if none
+	Inc     uint64 // its incarnation (Config.Incarnation); 0 if none
 }
 
 var errBadMeta = errors.New("ring: malformed member metadata")
 
 func (m meta) encode() []byte {
-	b := make([]byte, 0, 1+binary.MaxVarintLen64+len(m.RPCAddr))
+	b := make([]byte, 0, 1+2*binary.MaxVarintLen64+len(m.RPCAddr))
 	b = append(b, metaVersion)
 	b = binary.AppendUvarint(b, uint64(len(m.RPCAddr)))
-	return append(b, m.RPCAddr...)
+	b = append(b, m.RPCAddr...)
+	if m.Inc != 0 {
+		b = binary.AppendUvarint(b, m.Inc) // (a member of the release before it ignores it)
+	}
+	return b
 }
 
 func decodeMeta(b []byte) (meta, error) {
@@ -39,5 +44,13 @@ func decodeMeta(b []byte) (meta, error) {
 	if k <= 0 || n > uint64(len(b)-k) {
 		return meta{}, errBadMeta
 	}
-	return meta{RPCAddr: string(b[k : k+int(n)])}, nil
+	md := meta{RPCAddr: string(b[k : k+int(n)])}
+	if rest := b[k+int(n):]; len(rest) > 0 {
+		inc, j := binary.Uvarint(rest)
+		if j <= 0 {
+			return meta{}, errBadMeta
+		}
+		md.Inc = inc
+	}
+	return md, nil
 }
