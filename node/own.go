@@ -2,11 +2,11 @@ package node
 
 import (
 	"context"
-	"time"
 	"encoding/binary"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 

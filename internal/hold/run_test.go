@@ -22,7 +22,7 @@ var (
 type result struct {
 	calls      int
 	resolved   uint64 // ring changes resolved by Done
-	slowest    int64 // µs, the longest a call waited for its answer
+	slowest    int64  // µs, the longest a call waited for its answer
 	violations []string
 }
 
