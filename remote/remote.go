@@ -109,8 +109,9 @@ type Limiter struct {
 	client valkey.Client
 	prefix string
 	clock  ringlimit.Clock
-	lua    *scriptSet // the shared scripts
-	multi  *multiSet  // AllowAll's script
+	lua    *scriptSet    // the shared scripts
+	multi  *multiSet     // AllowAll's script
+	stale  atomic.Uint64 // WriteStates' writes dropped as stale
 }
 
 var _ ringlimit.Limiter = (*Limiter)(nil)

@@ -2,6 +2,7 @@ package remote
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -17,26 +18,50 @@ type KeyState struct {
 	Key   string // the caller's key; stored under IndexKey(Key, State.Index)
 	State State
 	TTL   time.Duration // rounded up to whole ms, at least 1 ms
+	// Ver is the state's version: the write is fenced by it (see
+	// WriteStates). The zero Version is written only where no version is
+	// stored, and stores none.
+	Ver Version
 }
 
-// WriteStates stores each state under its key with its TTL (SET … GET PX),
-// in one pipelined round trip, as the scripts would have stored them: at
-// IndexKey(Key, State.Index), and each of State.More (the key's other
-// states, whose TTL is TTL offset by the difference of their Until and
-// State.Until) at its own index. It
-// never writes over another type: SET … GET refuses a key that holds a hash,
-// list, set, zset or stream, and such a key is skipped, not an error (see
-// ErrBadValue). (A foreign string under our key is replaced: telling it from
-// ours would take a script per key, which costs the write-behind most of its
-// throughput; the decision scripts never write over one.) It is not atomic
-// across keys. The error is the first other failure (a cancelled context is
-// reported as the context's error).
+// writeScript writes one key's states if their version is above the
+// stored one (scripts/write.lua).
+var writeScript = newEvalScript(source("value.lua", "version.lua", "write.lua"))
+
+// WriteStates stores each state under its key with its TTL, in one
+// pipelined round trip of one script per key, as the scripts would have
+// stored them: at IndexKey(Key, State.Index), and each of State.More (the
+// key's other states, whose TTL is TTL offset by the difference of their
+// Until and State.Until) at its own index.
+//
+// Each write is fenced: a key's states are written only if no version is
+// stored for the key, or (Ver.Epoch, Ver.Seq) is above the stored one's
+// (lexicographically), and then Ver is stored beside them (VersionKey), for
+// as long as the longest of them matters. A write that is not above, an
+// equal one included, writes nothing and counts in StaleWrites: a late
+// write-behind never overwrites a newer state. So a state that matters
+// several times must come with a higher version each time it is written.
+//
+// It never writes over another type: a state key that holds a hash, list,
+// set, zset or stream is skipped, not an error, as is a key whose version
+// key holds something that is not a version (see ErrBadValue). (A foreign
+// string under a state key is replaced; the decision scripts never write
+// over one.) It is not atomic across keys. The error is the first other
+// failure (a cancelled context is reported as the context's error); a Ver
+// with Epoch or Seq at or above 2^53, or a state index out of range, is
+// refused with an error wrapping ErrBadState before anything is sent.
 func (l *Limiter) WriteStates(ctx context.Context, states []KeyState) error {
 	if len(states) == 0 {
 		return nil
 	}
-	cmds := make(valkey.Commands, 0, len(states))
+	keys := make([][]string, 0, len(states))
+	args := make([][]string, 0, len(states))
 	for _, ks := range states {
+		if err := checkVersion(ks.Ver); err != nil {
+			return fmt.Errorf("remote: write %s: %w", strconv.Quote(ks.Key), err)
+		}
+		k := []string{l.VersionKey(ks.Key)}
+		a := []string{valkey.BinaryString(encodeVersion(ks.Ver))}
 		for j := -1; j < len(ks.State.More); j++ {
 			st, ttl := ks.State, ks.TTL
 			if j >= 0 { // another index of the key: its TTL is offset by its Until
@@ -55,19 +80,39 @@ func (l *Limiter) WriteStates(ctx context.Context, states []KeyState) error {
 				ms++
 			}
 			ms = max(1, ms)
-			cmds = append(cmds, l.client.B().Set().Key(l.IndexKey(ks.Key, st.Index)).
-				Value(valkey.BinaryString(EncodeState(st))).Get().PxMilliseconds(ms).Build())
+			k = append(k, l.IndexKey(ks.Key, st.Index))
+			a = append(a, valkey.BinaryString(EncodeState(st)), strconv.FormatInt(ms, 10))
 		}
+		keys, args = append(keys, k), append(args, a)
 	}
-	for _, r := range l.client.DoMulti(ctx, cmds...) {
-		err := r.Error()
-		if err == nil || valkey.IsValkeyNil(err) || wrongType(err) {
+	for _, r := range writeScript.do(ctx, l.client, keys, args) {
+		n, err := r.AsInt64()
+		if err == nil {
+			if n == 0 {
+				l.stale.Add(1)
+			}
 			continue
 		}
-		return fmt.Errorf("remote: write %d states: %w", len(states), callerErr(ctx, err))
+		if v, verr := r.ToString(); verr == nil && v == badValue {
+			continue
+		}
+		return fmt.Errorf("remote: write %d states: %w", len(states), callerErr(ctx, r.Error()))
 	}
 	return nil
 }
+
+// StaleWrites is how many keys' writes WriteStates dropped as not above
+// the stored version, since l was made.
+func (l *Limiter) StaleWrites() uint64 { return l.stale.Load() }
+
+// VersionKey returns the Valkey key that holds key's version, and
+// ClaimKey the one that holds its claim: Key(key) + "#v" and "#c", under
+// the key's hash tag (as IndexKey), so one script reads and writes them
+// with the key's states on Valkey Cluster too.
+func (l *Limiter) VersionKey(key string) string { return l.Key(key) + "#v" }
+
+// ClaimKey: see VersionKey.
+func (l *Limiter) ClaimKey(key string) string { return l.Key(key) + "#c" }
 
 // wrongType reports whether err is the server's WRONGTYPE error: the key
 // holds another type.
@@ -128,6 +173,12 @@ func loadOne(ctx context.Context, key string, get, pttlReply valkey.ValkeyResult
 	if err != nil {
 		return State{}, 0, false, fmt.Errorf("remote: load: pttl: %w", callerErr(ctx, err))
 	}
+	return decodeOne(key, v, pttl)
+}
+
+// decodeOne decodes one index's value and PTTL: found is false if it has
+// no TTL (-1: not written by us) or is gone (-2).
+func decodeOne(key, v string, pttl int64) (State, int64, bool, error) {
 	s, err := DecodeState([]byte(v))
 	if err != nil {
 		return State{}, 0, false, fmt.Errorf("remote: load %s: %w: %w", strconv.Quote(key), ErrBadValue, err)
@@ -136,6 +187,101 @@ func loadOne(ctx context.Context, key string, get, pttlReply valkey.ValkeyResult
 		return State{}, 0, false, nil
 	}
 	return s, pttl, true, nil
+}
+
+// claimScript loads a key's states and claims the key (scripts/claim.lua).
+var claimScript = valkey.NewLuaScript(source("value.lua", "version.lua", "claim.lua"))
+
+// ClaimState is LoadState with a claim, in one script: a new owner that
+// found the key's state at no member loads it from the store and claims
+// the key, so that two members that take one key from the store apart do
+// not both start it.
+//
+// A claim by another member (ClaimKey) stands unless that member is one of
+// c.Cleared: then nothing is loaded or claimed, and Loaded.Holder and
+// HolderInc name it. Otherwise the key is c.Member's (in incarnation
+// c.Inc) for c.TTL, and Loaded carries what LoadState would return and the
+// stored version (zero if none). c.Member's own claim, of any
+// incarnation, is taken again.
+//
+// A bad key or claim is refused with an error wrapping its sentinel
+// (ringlimit.ErrInvalidKey, ErrBadClaim) before anything is sent. A key
+// whose states, version or claim hold something not ours returns an error
+// wrapping ErrBadValue, and nothing is claimed (but for a sliding log whose
+// entries, past a well-formed header, are corrupt: it is claimed, and then
+// refused as LoadState refuses it).
+func (l *Limiter) ClaimState(ctx context.Context, key string, c Claim) (Loaded, error) {
+	if err := ringlimit.ValidateKey(key); err != nil {
+		return Loaded{}, err
+	}
+	if err := c.check(); err != nil {
+		return Loaded{}, err
+	}
+	keys := make([]string, 0, ringlimit.MaxRules+2)
+	for i := range ringlimit.MaxRules {
+		keys = append(keys, l.IndexKey(key, i))
+	}
+	keys = append(keys, l.VersionKey(key), l.ClaimKey(key))
+	ms := int64(c.TTL / time.Millisecond)
+	if c.TTL%time.Millisecond > 0 {
+		ms++
+	}
+	args := make([]string, 0, 2+len(c.Cleared))
+	args = append(args, valkey.BinaryString(encodeClaim(c.Member, c.Inc)), strconv.FormatInt(ms, 10))
+	args = append(args, c.Cleared...)
+	resp := claimScript.Exec(ctx, l.client, keys, args)
+	if err := resp.Error(); err != nil {
+		return Loaded{}, fmt.Errorf("remote: claim: %w", callerErr(ctx, err))
+	}
+	if v, err := resp.ToString(); err == nil && v == badValue {
+		return Loaded{}, fmt.Errorf("remote: claim %s: %w", strconv.Quote(key), ErrBadValue)
+	}
+	arr, err := resp.ToArray()
+	if err != nil || len(arr) != 1 && len(arr) != 1+2*ringlimit.MaxRules {
+		return Loaded{}, fmt.Errorf("remote: claim: unexpected reply %s: %w", resp.String(), err)
+	}
+	first, err := arr[0].ToString()
+	if err != nil {
+		return Loaded{}, fmt.Errorf("remote: claim: unexpected reply %s: %w", resp.String(), err)
+	}
+	if len(arr) == 1 { // another member's claim stands
+		who, inc, err := decodeClaim([]byte(first))
+		if err != nil {
+			return Loaded{}, fmt.Errorf("remote: claim %s: %w: %w", strconv.Quote(key), ErrBadValue, err)
+		}
+		return Loaded{Holder: who, HolderInc: inc}, nil
+	}
+	var out Loaded
+	if first != "" {
+		if out.Ver, err = decodeVersion([]byte(first)); err != nil {
+			return Loaded{}, fmt.Errorf("remote: claim %s: %w: %w", strconv.Quote(key), ErrBadValue, err)
+		}
+	}
+	for i := range ringlimit.MaxRules {
+		v, verr := arr[1+2*i].ToString()
+		pttl, perr := arr[2+2*i].AsInt64()
+		if verr != nil || perr != nil {
+			return Loaded{}, fmt.Errorf("remote: claim: unexpected reply %s: %w", resp.String(), errors.Join(verr, perr))
+		}
+		if v == "" {
+			continue
+		}
+		st, pttl, found, err := decodeOne(key, v, pttl)
+		if err != nil {
+			return Loaded{}, err
+		}
+		if !found {
+			continue
+		}
+		out.Found = true
+		if i == 0 {
+			out.State, out.TTL = st, ringlimit.Millis(pttl)
+			continue
+		}
+		st.Index, st.Until = i, pttl
+		out.State.More = append(out.State.More, st)
+	}
+	return out, nil
 }
 
 // WriteStates is the Limiter's WriteStates, or ErrNotConnected.
@@ -154,4 +300,27 @@ func (k *Connector) LoadState(ctx context.Context, key string) (State, time.Dura
 		return State{}, 0, false, fmt.Errorf("remote: load: %w", err)
 	}
 	return l.LoadState(ctx, key)
+}
+
+// ClaimState is the Limiter's ClaimState, or ErrNotConnected.
+func (k *Connector) ClaimState(ctx context.Context, key string, c Claim) (Loaded, error) {
+	l, err := k.limiter()
+	if err != nil {
+		if verr := ringlimit.ValidateKey(key); verr != nil {
+			return Loaded{}, verr
+		}
+		if verr := c.check(); verr != nil {
+			return Loaded{}, verr
+		}
+		return Loaded{}, fmt.Errorf("remote: claim: %w", err)
+	}
+	return l.ClaimState(ctx, key, c)
+}
+
+// StaleWrites is the Limiter's StaleWrites (0 until connected).
+func (k *Connector) StaleWrites() uint64 {
+	if l := k.lim.Load(); l != nil {
+		return l.StaleWrites()
+	}
+	return 0
 }
