@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -401,5 +402,48 @@ func TestConnectorClaimNotConnected(t *testing.T) {
 	}
 	if k.StaleWrites() != 0 {
 		t.Fatal("StaleWrites before connecting")
+	}
+}
+
+// One call of more keys than one script run takes (64) writes them in
+// several runs, each key fenced by its own version, in the call's order: a
+// key written twice in one call keeps the higher version's state.
+func TestWriteStatesManyKeys(t *testing.T) {
+	_, c := server(t)
+	ctx := context.Background()
+	l := remote.New(c, remote.Config{Prefix: "fence:"})
+	const n = 200
+	var ks []remote.KeyState
+	for i := range n {
+		ks = append(ks, remote.KeyState{Key: "k" + strconv.Itoa(i), State: fixedAt(1), TTL: time.Minute, Ver: remote.Version{Epoch: 10}})
+	}
+	if err := l.WriteStates(ctx, ks); err != nil {
+		t.Fatal(err)
+	}
+	// Even keys: a late write (epoch 9); odd: a newer one (11); then key 0
+	// and key 1 again, at 12 and 10.
+	for i := range ks {
+		ks[i].State, ks[i].Ver.Epoch = fixedAt(2), uint64(9+2*(i%2))
+	}
+	ks = append(ks, remote.KeyState{Key: "k0", State: fixedAt(3), TTL: time.Minute, Ver: remote.Version{Epoch: 12}},
+		remote.KeyState{Key: "k1", State: fixedAt(4), TTL: time.Minute, Ver: remote.Version{Epoch: 10}})
+	before := scriptCalls(t, c)
+	if err := l.WriteStates(ctx, ks); err != nil {
+		t.Fatal(err)
+	}
+	if runs := scriptCalls(t, c) - before; runs != (n+2+63)/64 {
+		t.Fatalf("%d keys written in %d script runs, want %d", n+2, runs, (n+2+63)/64)
+	}
+	if got, want := l.StaleWrites(), uint64(n/2+1); got != want {
+		t.Fatalf("StaleWrites %d, want %d", got, want)
+	}
+	for i := range n {
+		want := int64(1 + i%2)
+		if i == 0 {
+			want = 3
+		}
+		if s, _, _, err := l.LoadState(ctx, "k"+strconv.Itoa(i)); err != nil || s.B != want {
+			t.Fatalf("k%d: count %d (%v), want %d", i, s.B, err, want)
+		}
 	}
 }

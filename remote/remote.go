@@ -146,7 +146,9 @@ func (l *Limiter) Peek(ctx context.Context, key string, rule ringlimit.Rule) (ri
 
 // Reset deletes key's states: the one AllowN uses and those of AllowAll's
 // other indexes (one script run; they share a slot). A key that holds a
-// value the scripts did not write (see ErrBadValue) is left as it is.
+// value the scripts did not write (see ErrBadValue) is left as it is. The
+// key's version and claim stay (see VersionKey): a late write of an older
+// version is still dropped.
 func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if err := ringlimit.ValidateKey(key); err != nil {
 		return err
