@@ -223,7 +223,13 @@ func TestCluster(t *testing.T) {
 			}
 		}
 		var ks []remote.KeyState
-		for _, keys := range keysOnEveryMaster(t, rem, cl, "k", 3) {
+		// Keys of every master, and 70 keys of one slot ("s}0", "s}1", ...
+		// all hash "s"): one call writes them in batches of one slot each.
+		var same []string
+		for i := range 70 {
+			same = append(same, "s}"+strconv.Itoa(i))
+		}
+		for _, keys := range append(keysOnEveryMaster(t, rem, cl, "k", 3), same) {
 			for _, k := range keys {
 				st := remote.State{Algorithm: ringlimit.FixedWindow, Window: 60000, A: time.Now().UnixMilli() / 60000, B: 2}
 				ks = append(ks, remote.KeyState{Key: k, State: st, TTL: time.Minute, Ver: remote.Version{Epoch: 2}})
