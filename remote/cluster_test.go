@@ -206,6 +206,59 @@ func TestCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("FencedWrites", func(t *testing.T) {
+		// A key's version and claim share its slot, so the write's and the
+		// claim's scripts run on its master (a key in another slot would
+		// fail with CROSSSLOT), also after every master lost its scripts.
+		rem := remote.New(c, remote.Config{Prefix: "fence:"})
+		for _, keys := range keysOnEveryMaster(t, rem, cl, "k", 3) {
+			for _, k := range keys {
+				slot := rem.Slot(k)
+				for _, sib := range []string{rem.VersionKey(k), rem.ClaimKey(k), rem.IndexKey(k, 1)} {
+					cmd := c.B().Get().Key(sib).Build() // valkey-go's own routing
+					if got := cmd.Slot(); got != slot {
+						t.Fatalf("%s in slot %d, %s in %d", sib, got, rem.Key(k), slot)
+					}
+				}
+			}
+		}
+		var ks []remote.KeyState
+		// Keys of every master, and 70 keys of one slot ("s}0", "s}1", ...
+		// all hash "s"): one call writes them in batches of one slot each.
+		var same []string
+		for i := range 70 {
+			same = append(same, "s}"+strconv.Itoa(i))
+		}
+		for _, keys := range append(keysOnEveryMaster(t, rem, cl, "k", 3), same) {
+			for _, k := range keys {
+				st := remote.State{Algorithm: ringlimit.FixedWindow, Window: 60000, A: time.Now().UnixMilli() / 60000, B: 2}
+				ks = append(ks, remote.KeyState{Key: k, State: st, TTL: time.Minute, Ver: remote.Version{Epoch: 2}})
+			}
+		}
+		cl.FlushScripts()
+		if err := rem.WriteStates(ctx, ks); err != nil {
+			t.Fatal(err)
+		}
+		for i := range ks { // late writes of an older version
+			ks[i].State.B, ks[i].Ver.Epoch = 1, 1
+		}
+		if err := rem.WriteStates(ctx, ks); err != nil {
+			t.Fatal(err)
+		}
+		if n := rem.StaleWrites(); n != uint64(len(ks)) {
+			t.Fatalf("%d stale writes of %d", n, len(ks))
+		}
+		for _, k := range ks {
+			ld, err := rem.ClaimState(ctx, k.Key, remote.Claim{Member: "n1", TTL: time.Minute})
+			if err != nil || !ld.Found || ld.State.B != 2 || ld.Ver.Epoch != 2 || ld.Holder != "" {
+				t.Fatalf("ClaimState(%s) = %+v, %v", k.Key, ld, err)
+			}
+			if ld, err := rem.ClaimState(ctx, k.Key, remote.Claim{Member: "n2", TTL: time.Minute}); err != nil || ld.Holder != "n1" {
+				t.Fatalf("ClaimState(%s) by n2 = %+v, %v; want n1's claim", k.Key, ld, err)
+			}
+		}
+	})
+
 	t.Run("MasterDown", func(t *testing.T) {
 		// Keys of a dead master's slots fail at once; the others answer.
 		rem := remote.New(c, remote.Config{Prefix: "down:"})

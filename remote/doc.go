@@ -100,11 +100,48 @@
 // "bad value", and the Limiter returns an error wrapping ErrBadValue (and
 // ringlimit.ErrBadValue). Reset leaves such a key alone too, and
 // WriteStates (the node's write-behind and hand-off) never writes over
-// another type (SET … GET refuses it); it does replace a foreign string,
-// since checking each key with a script would cost the write-behind most of
-// its throughput. A corrupt value of ours stays until
+// another type (its script's SET … GET refuses one); it does replace a
+// foreign string, which heals a corrupt state. A corrupt value of ours stays until
 // its TTL ends (or someone deletes it); a value that merely looks like
 // ours (the right length and ranges) is taken as ours.
+//
+// # Versions and claims
+//
+// A key's state carries a Version (the holder's epoch and a counter, and
+// the starts it counts), stored beside its states in the Valkey string
+// Key(key) + "#v" (VersionKey): 40 bytes, epoch, seq and three origins,
+// uint64 little-endian each, epoch and seq below 2^53. WriteStates is
+// fenced by it: each key's states are written by one script
+// (scripts/write.lua) that reads the stored version and writes them, and
+// the new version, only if none is stored or the new (epoch, seq) is above
+// the stored one's; a write that is not (an equal one too) writes nothing
+// and counts in StaleWrites. So a late write-behind, or a hand-off's write
+// that lost a race, never overwrites a newer state. The zero Version is
+// "none": it is written only where no version is stored, and stores none,
+// so a writer that sets no versions behaves as before. The version lives as
+// long as the longest state written with it (and never shortens); the
+// decision scripts, AllowAll's and Reset never touch it, so a state the
+// store decided on keeps the version it was last written with, and a value
+// stored before versions existed reads as having none. (A state the store
+// keeps deciding on, on fallback, past its version's TTL has then no
+// version either: its next write is written, whatever its version.)
+//
+// A new owner that finds a key's state at no member loads it with
+// ClaimState: one script (scripts/claim.lua) reads the key's claim,
+// Key(key) + "#c" (ClaimKey: the member's incarnation, uint64
+// little-endian, then its name). Another member's claim stands unless the
+// caller's pull cleared that member (Claim.Cleared): then nothing is read
+// or written and Loaded.Holder names it, so two members that take one key
+// from the store apart do not both start it. Otherwise the script reads
+// what LoadState reads and the version, and writes the caller's claim, for
+// Claim.TTL; the caller's own claim, of any incarnation, is taken again.
+//
+// Both keys are under the key's hash tag, as its states, so one script
+// reads and writes them all on Valkey Cluster too. Both are read as
+// hostile: a version key or claim key of another type, of the wrong
+// length, or with an epoch or seq past 2^53 is not ours; WriteStates then
+// skips the key (no error, not counted as stale) and ClaimState returns an
+// error wrapping ErrBadValue, and neither writes over it.
 //
 // # TTLs
 //
@@ -117,9 +154,11 @@
 // # Valkey Cluster
 //
 // Every script touches one hash-tagged key (AllowAll's script: the key's
-// states at IndexKey(key, i), all under the key's hash tag), so each
-// decision runs on the master that serves the key's slot, and WriteStates' pipeline is split by
-// slot by valkey-go. Slot returns a key's slot (CRC16 of its hash tag) and
+// states at IndexKey(key, i), all under the key's hash tag; WriteStates'
+// and ClaimState's scripts a key's states, version and claim, under it
+// too), so each decision runs on the master that serves the key's slot,
+// and WriteStates' pipeline of one script per key is split by slot by
+// valkey-go. Slot returns a key's slot (CRC16 of its hash tag) and
 // Shard the address of the master serving it, from the cluster's CLUSTER
 // SLOTS map (RefreshShards; a Connector reads it again every ShardRefresh):
 // failover keeps one breaker per shard, so one dead master sends only its

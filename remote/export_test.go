@@ -48,3 +48,11 @@ func SetLogTuning(l *Limiter, ttlPad int64, probe, chunk int) {
 	})
 	l.multi = buildMulti(edit(pad(MultiScript(), ttlPad)))
 }
+
+// The stored forms of versions and claims, for the fuzz targets.
+var (
+	EncodeVersion = encodeVersion
+	DecodeVersion = decodeVersion
+	EncodeClaim   = encodeClaim
+	DecodeClaim   = decodeClaim
+)

@@ -99,3 +99,56 @@ func format1(s remote.State) []byte {
 	}
 	return b
 }
+
+// A stored version decodes from any bytes without panicking: what
+// DecodeVersion takes (40 bytes, epoch and seq below 2^53) encodes back to
+// the same bytes, and what it refuses it refuses with ErrBadState.
+func FuzzDecodeVersion(f *testing.F) {
+	for _, v := range []remote.Version{{}, {Epoch: 1_700_000_000_000, Seq: 3, Origins: [3]uint64{1, 1 << 63, 0}}, {Epoch: 1<<53 - 1, Seq: 1<<53 - 1}} {
+		b := remote.EncodeVersion(v)
+		f.Add(b)
+		f.Add(b[:len(b)-1])
+		f.Add(append(b, 0))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, err := remote.DecodeVersion(b)
+		if err != nil {
+			if !errors.Is(err, remote.ErrBadState) {
+				t.Fatalf("error %v does not wrap ErrBadState", err)
+			}
+			return
+		}
+		if v.Epoch >= 1<<53 || v.Seq >= 1<<53 {
+			t.Fatalf("%x decodes to %+v: out of range", b, v)
+		}
+		if again := remote.EncodeVersion(v); !bytes.Equal(again, b) {
+			t.Fatalf("%x decodes to %+v, which encodes to %x", b, v, again)
+		}
+	})
+}
+
+// A stored claim decodes from any bytes without panicking: what
+// DecodeClaim takes (an incarnation, then a member of 1 to MaxMemberLen
+// bytes) encodes back to the same bytes, and what it refuses it refuses
+// with ErrBadState.
+func FuzzDecodeClaim(f *testing.F) {
+	f.Add(remote.EncodeClaim("n1", 7))
+	f.Add(remote.EncodeClaim("", 7))
+	f.Add(remote.EncodeClaim(string(bytes.Repeat([]byte{'m'}, remote.MaxMemberLen)), 1<<63))
+	f.Add([]byte("1234567"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		member, inc, err := remote.DecodeClaim(b)
+		if err != nil {
+			if !errors.Is(err, remote.ErrBadState) {
+				t.Fatalf("error %v does not wrap ErrBadState", err)
+			}
+			return
+		}
+		if member == "" || len(member) > remote.MaxMemberLen {
+			t.Fatalf("%x decodes to member %q", b, member)
+		}
+		if again := remote.EncodeClaim(member, inc); !bytes.Equal(again, b) {
+			t.Fatalf("%x decodes to %q, %d, which encodes to %x", b, member, inc, again)
+		}
+	})
+}

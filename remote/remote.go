@@ -109,8 +109,9 @@ type Limiter struct {
 	client valkey.Client
 	prefix string
 	clock  ringlimit.Clock
-	lua    *scriptSet // the shared scripts
-	multi  *multiSet  // AllowAll's script
+	lua    *scriptSet    // the shared scripts
+	multi  *multiSet     // AllowAll's script
+	stale  atomic.Uint64 // WriteStates' writes dropped as stale
 }
 
 var _ ringlimit.Limiter = (*Limiter)(nil)
@@ -145,7 +146,9 @@ func (l *Limiter) Peek(ctx context.Context, key string, rule ringlimit.Rule) (ri
 
 // Reset deletes key's states: the one AllowN uses and those of AllowAll's
 // other indexes (one script run; they share a slot). A key that holds a
-// value the scripts did not write (see ErrBadValue) is left as it is.
+// value the scripts did not write (see ErrBadValue) is left as it is. The
+// key's version and claim stay (see VersionKey): a late write of an older
+// version is still dropped.
 func (l *Limiter) Reset(ctx context.Context, key string) error {
 	if err := ringlimit.ValidateKey(key); err != nil {
 		return err
