@@ -430,15 +430,21 @@ func (n *Node) load(key string, cleared []string) loaded {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), n.loadTimeout())
 	defer cancel()
-	rs, ttl, ok, err := n.states.LoadState(ctx, key)
+	// The load claims the key in the same script (see hold.Action.Cleared):
+	// another member's claim stands unless this pull cleared it.
+	l, err := n.states.ClaimState(ctx, key, remote.Claim{Member: n.name, Inc: n.own.core.Inc, Cleared: cleared, TTL: claimTTL})
 	if err != nil {
 		n.stats.loadFailures.Add(1)
 		return loaded{}
 	}
 	n.stats.loads.Add(1)
-	if !ok {
+	if l.Holder != "" && l.Holder != n.name {
+		return loaded{holder: l.Holder, holderInc: l.HolderInc}
+	}
+	if !l.Found {
 		return loaded{}
 	}
+	rs, ttl := l.State, l.TTL
 	now := n.nowMs()
 	if ttl > 0 {
 		rs.Until = now + ttl.Milliseconds()
@@ -446,8 +452,12 @@ func (n *Node) load(key string, cleared []string) loaded {
 	for i := range rs.More { // their Until is their remaining TTL in ms
 		rs.More[i].Until += now
 	}
-	return loaded{st: &rs}
+	return loaded{st: &rs, ver: fromRemote(l.Ver)}
 }
+
+// claimTTL is how long a load's claim on a key stands in the store: as
+// long as the core keeps what it knows of a key (hold.Core.MaxUntil).
+const claimTTL = 25 * time.Hour
 
 // loadTimeout bounds a load from the store.
 func (n *Node) loadTimeout() time.Duration { return max(n.cfg.StoreTimeout, n.cfg.ForwardTimeout/3) }
@@ -540,6 +550,7 @@ func (n *Node) writeLost(lost []pushItem) {
 	ks := make([]remote.KeyState, len(lost))
 	for i, g := range lost {
 		ks[i] = remote.KeyState{Key: g.key, State: g.st, TTL: ringlimit.Millis(g.st.Until - now)}
+		setVersion(&ks[i], g.ver) // (the version it was given with: newer than its holder's writes so far)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), max(n.cfg.StoreTimeout, time.Second))
 	defer cancel()

@@ -272,4 +272,11 @@ func (n *Node) sendLocked(key, to string, now int64) {
 }
 
 // setVersion fences a write of ks with v (see remote.KeyState.Ver).
-func setVersion(ks *remote.KeyState, v hold.Version) {}
+func setVersion(ks *remote.KeyState, v hold.Version) {
+	ks.Ver = remote.Version{Epoch: v.Epoch, Seq: v.Seq, Origins: v.Origins}
+}
+
+// fromRemote is the version the store holds.
+func fromRemote(v remote.Version) hold.Version {
+	return hold.Version{Epoch: v.Epoch, Seq: v.Seq, Origins: v.Origins}
+}

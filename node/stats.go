@@ -69,6 +69,10 @@ type Stats struct {
 	// counts states looked up in the store on ownership gain, LoadFailures
 	// the lookups the store did not answer.
 	Writes, WriteFailures, WriteDrops, Loads, LoadFailures uint64
+	// StaleWrites counts writes the store dropped because it held a newer
+	// version of the key's state (a late write-behind of a key that moved on:
+	// fenced, see remote.KeyState.Ver).
+	StaleWrites uint64
 
 	// Peer is the peer link's counters.
 	Peer PeerStats
@@ -138,6 +142,9 @@ func (n *Node) Stats() Stats {
 		Loads:           n.stats.loads.Load(),
 		LoadFailures:    n.stats.loadFailures.Load(),
 		BadHandoffs:     n.stats.badHold.Load(),
+	}
+	if sw, ok := n.states.(interface{ StaleWrites() uint64 }); ok {
+		s.StaleWrites = sw.StaleWrites()
 	}
 	n.own.mu.Lock()
 	s.Changing = !n.own.core.Settled() || n.own.core.Leaving()

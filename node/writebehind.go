@@ -15,8 +15,12 @@ import (
 // from the central store. remote.Connector implements it; a Config.Store
 // that implements it is used the same way.
 type stateStore interface {
+	// WriteStates writes states, each fenced by its version (KeyState.Ver):
+	// a write not newer than the stored version is dropped.
 	WriteStates(ctx context.Context, states []remote.KeyState) error
-	LoadState(ctx context.Context, key string) (remote.State, time.Duration, bool, error)
+	// ClaimState loads key's state and claims the key in one step, unless
+	// another member's claim stands (remote.Connector.ClaimState).
+	ClaimState(ctx context.Context, key string, c remote.Claim) (remote.Loaded, error)
 }
 
 var _ stateStore = (*remote.Connector)(nil)

@@ -57,11 +57,11 @@ func (s *downStore) WriteStates(_ context.Context, states []remote.KeyState) err
 	return nil
 }
 
-func (s *downStore) LoadState(context.Context, string) (remote.State, time.Duration, bool, error) {
+func (s *downStore) ClaimState(context.Context, string, remote.Claim) (remote.Loaded, error) {
 	if !s.up.Load() {
-		return remote.State{}, 0, false, errDown
+		return remote.Loaded{}, errDown
 	}
-	return remote.State{}, 0, false, nil
+	return remote.Loaded{}, nil
 }
 
 type lockedBuffer struct {
