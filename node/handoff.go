@@ -88,8 +88,11 @@ func (n *Node) ringChanged(r *ring.Ring, incs map[string]uint64) {
 		return
 	}
 	n.moves.lost(prev, r, n.name)
-	if r.Len() > 1 || joined {
+	if r.Len() > 1 {
 		n.joinedOnce.Do(func() { close(n.joined) })
+	}
+	if joined {
+		n.decideOnce.Do(func() { close(n.deciding) })
 	}
 	n.kick()
 }
@@ -614,6 +617,6 @@ func (n *Node) tick() {
 	joined := o.core.Joined()
 	o.end()
 	if joined {
-		n.joinedOnce.Do(func() { close(n.joined) })
+		n.decideOnce.Do(func() { close(n.deciding) })
 	}
 }

@@ -54,8 +54,10 @@ type Node struct {
 	moves      moves       // what the next push looks at
 	started    time.Time
 	kickPush   chan struct{}
-	joined     chan struct{} // closed once the node has joined its cluster (or was told it is alone)
+	joined     chan struct{} // closed once the ring has held another member
 	joinedOnce sync.Once
+	deciding   chan struct{} // closed once the core decides keys: joined, or alone
+	decideOnce sync.Once
 	bgMu       sync.Mutex     // orders starting pulls with Close
 	bg         sync.WaitGroup // the pulls in flight
 	bgOff      bool           // closing: no new pull goroutine
@@ -82,6 +84,7 @@ func New(cfg Config) (*Node, error) {
 		started:  time.Now(),
 		kickPush: make(chan struct{}, 1),
 		joined:   make(chan struct{}),
+		deciding: make(chan struct{}),
 		warn:     logsum.New(cfg.Logger, 0),
 	}
 	n.peers.init(n)
@@ -276,7 +279,7 @@ func (n *Node) alone() {
 	n.own.begin()
 	n.own.core.Alone()
 	n.own.end()
-	n.joinedOnce.Do(func() { close(n.joined) })
+	n.decideOnce.Do(func() { close(n.deciding) })
 }
 
 func (n *Node) closeStore() {

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"slices"
 	"errors"
 	"time"
 
@@ -78,14 +79,11 @@ func (n *Node) AllowN(ctx context.Context, key string, rule ringlimit.Rule, hits
 // OpAllowAll the decisions go to *all (and the first is returned).
 func (n *Node) route(ctx context.Context, now time.Time, h uint64, at string, req peer.Request, all *[]ringlimit.Decision) (ringlimit.Decision, error) {
 	checked := req.Op != peer.OpAllow // the input of a call that leaves this node is checked first
-	var start time.Time
+	start := time.Now()
 	for {
-		d, done, err := n.hops(ctx, now, h, at, &req, &checked, all)
+		d, done, err := n.hops(ctx, now, h, at, &req, &checked, all, start)
 		if done || err != nil {
 			return d, err
-		}
-		if start.IsZero() {
-			start = time.Now()
 		}
 		if time.Since(start) >= n.rerouteBudget() || !n.pause(ctx, rerouteDelay) {
 			break
@@ -101,9 +99,9 @@ func (n *Node) route(ctx context.Context, now time.Time, h uint64, at string, re
 
 // hops follows req from at for at most maxHops "moved" answers. done says
 // it was decided (or failed); else it goes down the chain again.
-func (n *Node) hops(ctx context.Context, now time.Time, h uint64, at string, req *peer.Request, checked *bool, all *[]ringlimit.Decision) (ringlimit.Decision, bool, error) {
+func (n *Node) hops(ctx context.Context, now time.Time, h uint64, at string, req *peer.Request, checked *bool, all *[]ringlimit.Decision, start time.Time) (ringlimit.Decision, bool, error) {
 	via := "" // the member that answered "moved to" for this call
-	for range maxHops + 1 {
+	for hop := 0; hop <= maxHops; hop++ {
 		var (
 			d    ringlimit.Decision
 			next string
@@ -137,8 +135,17 @@ func (n *Node) hops(ctx context.Context, now time.Time, h uint64, at string, req
 			at, via = next, "" // the core sends it there
 			continue
 		}
-		// Moved: the member asked says the key is with next (itself, if
-		// it is still waiting for the key's state).
+		if next == at {
+			// The member asked waits for the key's state still: ask it
+			// again (not a hop), within the call's budget.
+			if time.Since(start) >= n.rerouteBudget() {
+				return ringlimit.Decision{}, false, nil
+			}
+			hop--
+			via = at
+			continue
+		}
+		// Moved: the member asked says the key is with next.
 		n.stats.redirects.Add(1)
 		via, at = at, next
 		if next == n.name {
@@ -155,7 +162,9 @@ const rerouteDelay = 5 * time.Millisecond
 
 // rerouteBudget bounds how long a call goes down the chain again and again
 // before the store decides it.
-func (n *Node) rerouteBudget() time.Duration { return 2 * n.cfg.ForwardTimeout }
+func (n *Node) rerouteBudget() time.Duration {
+	return max(4*n.cfg.ForwardTimeout, 500*time.Millisecond)
+}
 
 // pause waits d, or less if ctx ends or the node stops; false if it did not
 // wait d.
@@ -222,7 +231,7 @@ func (n *Node) here(ctx context.Context, now time.Time, h uint64, req *peer.Requ
 		if deadline.IsZero() {
 			deadline = time.Now().Add(n.parkTimeout(fwd))
 		}
-		if !n.await(ctx, p, deadline) {
+		if !n.await(ctx, p, deadline) && !n.unpark(req.Key, p, w) {
 			switch {
 			case ctx.Err() != nil:
 				return ringlimit.Decision{}, "", ctx.Err()
@@ -258,10 +267,29 @@ func (n *Node) decideLocked(ctx context.Context, now time.Time, req *peer.Reques
 	return n.local.AllowNAt(now, req.Key, req.Rule, req.N)
 }
 
-// await waits until p is released (p nil: until the node has joined its
+// unpark takes w, which gave up waiting, off p: the pull's end must not
+// decide a call whose caller has gone on (to the store, or to ask again).
+// It reports whether p was released meanwhile (w's wait is over after all).
+func (n *Node) unpark(key string, p *parked, w *waiter) bool {
+	if p == nil {
+		return false
+	}
+	o := &n.own
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	select {
+	case <-p.done:
+		return true
+	default:
+	}
+	p.calls = slices.DeleteFunc(p.calls, func(x *waiter) bool { return x == w })
+	return false
+}
+
+// await waits until p is released (p nil: until the core decides keys: the node has joined its
 // cluster), the deadline passes or ctx ends; false unless released.
 func (n *Node) await(ctx context.Context, p *parked, deadline time.Time) bool {
-	done := n.joined
+	done := n.deciding
 	if p != nil {
 		done = p.done
 	}
