@@ -2,8 +2,8 @@ package node
 
 import (
 	"context"
-	"slices"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/ringlimit/ringlimit"
