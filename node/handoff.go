@@ -267,10 +267,17 @@ func (n *Node) maybeDone() {
 // answer at most timeout (0: the peer's effective timeout).
 func (n *Node) holdCall(to string, m *holdMsg, timeout time.Duration) (peer.Result, error) {
 	pc := n.peers.get(to)
-	if pc == nil {
+	if pc == nil && !n.members.Ring().Contains(to) {
 		// Not in this node's membership yet (it learnt of it from a
-		// peer), or only suspected for a moment.
+		// peer), or only suspected for a moment; a member that left long
+		// ago fails at once.
+		if n.recentlyGone(to) {
+			return peer.Result{}, errPeerGone
+		}
 		pc = n.awaitPeer(context.Background(), to, time.Now().Add(n.cfg.ForwardTimeout/3))
+		if pc == nil {
+			n.markGone(to)
+		}
 	}
 	if pc == nil {
 		return peer.Result{}, errPeerGone
@@ -620,3 +627,26 @@ func (n *Node) tick() {
 		n.decideOnce.Do(func() { close(n.deciding) })
 	}
 }
+
+// recentlyGone reports whether a message to the member named name found it
+// gone from the membership lately (within a second): the next one does not
+// wait for it again.
+func (n *Node) recentlyGone(name string) bool {
+	n.goneMu.Lock()
+	defer n.goneMu.Unlock()
+	at, ok := n.gone[name]
+	return ok && time.Since(at) < time.Second
+}
+
+// markGone records that the member named name was not found.
+func (n *Node) markGone(name string) {
+	n.goneMu.Lock()
+	defer n.goneMu.Unlock()
+	if n.gone == nil || len(n.gone) >= maxGone {
+		n.gone = map[string]time.Time{}
+	}
+	n.gone[name] = time.Now()
+}
+
+// maxGone bounds the members recentlyGone remembers.
+const maxGone = 1024

@@ -62,6 +62,8 @@ type Node struct {
 	bg         sync.WaitGroup // the pulls in flight
 	bgOff      bool           // closing: no new pull goroutine
 	ready      atomic.Bool    // latched by Ready
+	goneMu     sync.Mutex
+	gone       map[string]time.Time // members a hand-off message found gone lately (recentlyGone)
 }
 
 var _ ringlimit.Limiter = (*Node)(nil)

@@ -51,7 +51,8 @@ func TestReady(t *testing.T) {
 }
 
 // Calls that arrive together on a key whose state may be elsewhere share
-// one pull: a new owner asks the previous one once, not once per call.
+// one pull: a new owner asks the previous one once, not once per call (the
+// core keeps one pull per key: internal/hold's simulator checks it).
 func TestConcurrentPullsShareOne(t *testing.T) {
 	c := nodetest.Start(t, 1, func(cfg *node.Config) { cfg.HandoffWindow = time.Hour })
 	j := c.Add(t)
@@ -74,7 +75,9 @@ func TestConcurrentPullsShareOne(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := j.Stats().Pulls - before; got != uint64(len(keys)) {
-		t.Fatalf("%d pulls for %d keys hit by 64 calls at once; want one per key", got, len(keys))
+	// (The previous owner's Done usually resolves the change before the
+	// calls come, and then nothing is pulled at all.)
+	if got := j.Stats().Pulls - before; got > uint64(len(keys)) {
+		t.Fatalf("%d pulls for %d keys hit by 64 calls at once; want one per key at most", got, len(keys))
 	}
 }

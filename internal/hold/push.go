@@ -250,3 +250,22 @@ type earlyDone struct {
 	view uint64
 	from []string
 }
+
+// Changing reports whether a key may still change hands here: a pull on
+// its way, the node leaving, or a ring change that a member of this
+// node's view has not resolved yet. (A change whose unresolved members
+// have all left the view waits for its expiry: their keys are pulled one by
+// one, and loaded from the store, but nothing is on its way.)
+func (c *Core) Changing() bool {
+	if len(c.pulls) > 0 || c.leaving != nil {
+		return true
+	}
+	for _, s := range c.srcs {
+		for _, m := range s.prev.Members() {
+			if m != c.self && !s.done[m] && c.inView(m) {
+				return true
+			}
+		}
+	}
+	return false
+}
