@@ -131,10 +131,12 @@ type Config struct {
 	// WriteBehindQueue bounds the states waiting for a slow or down store;
 	// beyond it the oldest are dropped (counted in Stats). If zero, 65536.
 	WriteBehindQueue int
-	// HandoffWindow is how long after a change of the ring a node that owns
-	// a key it holds no state for first takes the state from the key's
-	// previous owner (or loads it from the store if that owner is gone), and
-	// how long a node that gave a key up redirects its calls. If zero, 10 s.
+	// HandoffWindow bounds two waits of a node that joins a cluster: Ready
+	// is true at the latest this long after New even if a member never
+	// says Done for the change it joined with, and a node whose Join
+	// addresses answered but which sees no peer this long decides alone.
+	// (Ownership changes themselves wait for no timer: see internal/hold.)
+	// If zero, 10 s.
 	HandoffWindow time.Duration
 }
 

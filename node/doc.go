@@ -29,58 +29,77 @@
 //
 // # Map of the code
 //
+// Following a key through AllowN reads top-down: one validation, one hash,
+// one decision of where.
+//
 //	route.go    AllowN, Reset and the peer handler: the one chain. The clock
-//	            is read once, the key hashed once, the ring read once. An
-//	            owned key whose state is here, or any owned key while no key
-//	            changes hands (holders.quiet), is decided by the local store
+//	            is read once, the key validated and hashed once (the ring,
+//	            the core and the local store all take that hash). An owned
+//	            key whose state is here, or any owned key while no key
+//	            changes hands (owner.fresh), is decided by the local store
 //	            under its own lock alone; else a bounded loop asks where the
-//	            key is decided: here (decideHereAll), a peer (ask), the store
-//	            (fromStore) or the policy. A "moved to X" answer sends the
-//	            loop on to X, at most twice.
-//	holders.go  who holds a key while ownership changes: one table of marks
-//	            (moved to X, or settled here), striped locks under which every
-//	            decision here and every hand-over of a state runs.
-//	pull.go     a new owner without the key's state takes it from the
-//	            previous holder (OpTake; concurrent pulls of one key share
-//	            one), or loads it from the store if that holder is gone.
-//	handoff.go  pushes on join and on Close: the states leave the local
-//	            store under the key's lock, the batch is sent with no lock
-//	            held, a copy stays in the mark until the target confirms.
+//	            key is decided: here (the core, then the local store: here),
+//	            a peer (ask), the store (fromStore) or the policy. A "moved
+//	            to X" answer sends the loop on to X.
+//	own.go      the shell's hold on the ownership core (internal/hold): the
+//	            core under one lock, the calls parked on a key while its
+//	            state is on its way, the states' versions.
+//	handoff.go  what the core's actions do: the push loop after a ring
+//	            change (and Done), one pull per key (drivePull), the load
+//	            from the store with its claim, the messages peers send
+//	            (serveHold), Close's hand-off.
+//	holdwire.go the hand-off messages on the peer link.
 //	moves.go    what a push after a ring change visits: the arcs this node
-//	            lost (ring.Moved) and the stray keys (a state that arrived or
-//	            started here while another member owned its key), so that a
-//	            change costs what it moves, not a scan of every key.
-//	ready.go    Ready: joined, and the initial hand-off received.
+//	            lost (ring.Moved) and the stray keys, so that a change costs
+//	            what it moves, not a scan of every key.
+//	ready.go    Ready: joined, and the change it joined with resolved.
 //	peers.go    connections to peers, each behind a breaker.
 //	writebehind.go, store.go, state.go: the store tier and the states'
 //	            encoding (ringlimit.State, shared with local and remote).
 //
 // The local store (package local) holds states only: decide, export and
-// import, range and drain. It knows nothing of marks or owners.
+// import, range and drain. It knows nothing of owners.
 //
 // # Ownership changes
 //
-// A key's state follows the key when its owner changes, so a deploy or a
-// scale-out admits nothing extra:
+// A key's state is a token: one member holds it, and only the holder
+// decides (internal/hold's package docs give the protocol, and its
+// deterministic simulator checks it). So a deploy or a scale-out admits
+// nothing extra:
 //
-//   - Close first marks the node as leaving (every call on its keys is
-//     redirected from then on), then pushes every state, in batches over a
-//     second connection to each peer, to the key's owner in the ring without
-//     this node, waits for each batch's answer, and only then leaves the
-//     gossip. It keeps answering peers that have not noticed yet with "moved
-//     to X" until they stop calling (at most a second).
-//   - When a member joins, every node gives up the keys the new member owns
-//     (a mark stays in their place for the hand-off window) and pushes their
-//     states to it.
-//   - For HandoffWindow after a ring change, a node that owns a key it holds
-//     no state for asks the member it took the key from for it (a state
-//     transfer, not a forwarded decision) before deciding; a node that gave
-//     a key up answers its calls with the key's new holder, and the caller's
-//     node goes on there. A pull that overtakes a push gets the copy the
-//     push carries; the push then finds the state installed. Two holders of
-//     one key never decide at once: a state leaves the local store and its
-//     mark is set in one step under the key's lock, and a member that only
-//     dropped out of the gossip for a moment keeps the keys given to it.
+//   - Close first makes the node leave in its core (every call on its keys
+//     goes to the key's owner in the ring without it from then on, and
+//     states pushed to it are refused), then pushes every state to that
+//     owner, waits for each batch's answer, and only then leaves the
+//     gossip. It answers peers that have not noticed yet with "moved to X".
+//   - After a ring change, every node gives the states of keys another
+//     member owns now to that member, and says Done to every member once
+//     they are confirmed: a node that has every member's Done for a change
+//     decides the keys it gained without asking anyone.
+//   - Until then, a node that owns a key it holds no state for asks the
+//     member that owned it before (a pull: a state transfer, not a
+//     forwarded decision), which answers with the state, "moved to X", or
+//     "nothing here"; a member it cannot reach is asked again before it is
+//     given up on (slow is not dead), and then the key is loaded from the
+//     store, which holds what holders wrote behind, claiming it there so
+//     that two members that load one key apart do not both start it.
+//   - A state keeps a version; a late or duplicate copy is never installed
+//     over a newer one, and the store drops a write older than the version
+//     it holds (fenced writes).
+//
+// Over-admission, by kind of failure (each bounded per key and episode):
+//
+//   - a graceful leave, a join, a rolling restart, a member wrongly
+//     declared dead while it answers: none;
+//   - a crash: what the crashed member admitted since its last write-behind
+//     (at most one WriteBehind interval of its traffic on the key), plus
+//     what callers sent to the store for its keys until the ring dropped it
+//     (the store continues from the written state);
+//   - a cut that outlasts the pull's retries (three unanswered pulls of
+//     the member's effective timeout each): at most the key's capacity
+//     again, once per cut, since the new owner starts from the store's copy;
+//   - the store down as well as the holder unreachable: the key starts
+//     afresh (at most its capacity again), or Policy decides.
 //
 // A crash loses only what was not yet written behind: with a Valkey store,
 // the states of owned keys changed since the last write are written every
