@@ -53,6 +53,39 @@
 // or a cut that outlasts the pull's retries. Each such episode can add at
 // most the key's capacity.
 //
+// # The shell's side
+//
+// What the core assumes of its shell (node is one; the simulator's is
+// another, in shell_test.go):
+//
+//   - One lock around every event and the local store's hand-over steps
+//     it calls for. A Decide for Call is acted on under that lock: the
+//     decision is made before any other event can take the state out. A
+//     decision outside the lock is allowed only for a key whose state is
+//     here (the local store decides it atomically), or while Quiet for a
+//     key this node owns in the core's view.
+//   - Install after Pulled, then Confirm to the member that answered
+//     (unless the state came from the core's own copy); install means
+//     merge (local.Merge) when a state is here already.
+//   - A push gives the state away first (Gave, with the state's next
+//     version), then sends; each item's answer is Confirmed or refused
+//     (TakeBack: the copy comes back and is installed). A push is meant for
+//     the incarnation of its target (Arrival.Inc). One that cannot be
+//     delivered stays given (Pending resends it); the store gets a copy.
+//   - Versions: a state started here has one origin of its own; it takes
+//     Next at every hand-over, Seq rises with every write behind, and a
+//     load is Join(stored.Next, Fresh). Loaded must not be followed by an
+//     import over a state that is here.
+//   - The calls parked on a key (Wait) are decided when its pull ends here,
+//     at that moment and under the lock, or sent to the member the pull's
+//     end names; a call that stops waiting is taken off first.
+//   - A retried forward may be decided twice: the shell sends a forwarded
+//     call once and, without an answer, to the store (an episode of the
+//     bound above only if the holder was unreachable).
+//   - Done once per view, when the shell's pushes are confirmed and Clean
+//     holds. View ids must differ when a member restarts (they include the
+//     incarnations).
+//
 // Nothing here waits for a timer: a busy machine delays the events, and the
 // order of events is all the protocol depends on. The deterministic
 // simulator in this package's tests drives the core with the real local
