@@ -542,7 +542,7 @@ func (n *Node) serveHold(items []peer.Item) peer.Result {
 		o.end()
 	case holdDone:
 		o.begin()
-		clean := o.core.Done(m.from, m.viewID)
+		clean, _ := o.core.Done(m.from, m.viewID)
 		o.end()
 		if clean {
 			n.kick() // (the push loop says Done in turn)

@@ -77,11 +77,12 @@ type Stats struct {
 	// Peer is the peer link's counters.
 	Peer PeerStats
 
-	// Changing is true while the node leaves, or while it may still have to
-	// take a key's state from another member (a ring change not resolved
-	// yet by every member's Done, or a pull on its way): its owned keys
-	// without a state here then take a slower path that makes sure their
-	// state is not elsewhere before deciding.
+	// Changing is true while the node leaves, a pull is on its way, or a
+	// ring change of the last HandoffWindow is not resolved yet by the Done
+	// of every member of the view: keys may still change hands. (Its owned
+	// keys without a state here take a slower path while any change is
+	// unresolved, which makes sure their state is not elsewhere before
+	// deciding.)
 	Changing bool
 	// Sources is the ring changes not resolved yet; Resolved counts those
 	// resolved by every member's Done. Marks is the keys this node gave
@@ -147,7 +148,7 @@ func (n *Node) Stats() Stats {
 		s.StaleWrites = sw.StaleWrites()
 	}
 	n.own.mu.Lock()
-	s.Changing = n.own.core.Changing()
+	s.Changing = n.own.core.ChangingSince(n.nowMs()-n.cfg.HandoffWindow.Milliseconds())
 	s.Sources, s.Marks = n.own.core.Sources(), n.own.core.Marks()
 	s.Resolved, s.MarksDropped = n.own.core.Resolved, n.own.core.MarksDropped
 	n.own.mu.Unlock()

@@ -143,9 +143,8 @@ type Core struct {
 	leaving View
 	joined  bool
 
-	srcs      []*source
-	nextSrc   uint64
-	earlyDone []earlyDone // Dones for views not seen yet (see Done)
+	srcs    []*source
+	nextSrc uint64
 	marks     map[string]*mark
 	pulls     map[string]*flight
 
@@ -227,16 +226,6 @@ func (c *Core) SetView(v, withoutSelf View, id uint64, now int64) {
 	if prev != nil && c.othersIn(prev) && c.bugs&bugSkipWindow == 0 {
 		c.nextSrc++
 		c.srcs = append(c.srcs, &source{id: c.nextSrc, view: id, at: now, prev: prev, done: map[string]bool{}})
-		for i, e := range c.earlyDone {
-			if e.view == id {
-				// Dones that came before this view did (a leaver's).
-				c.earlyDone = append(c.earlyDone[:i], c.earlyDone[i+1:]...)
-				for _, m := range e.from {
-					c.Done(m, id)
-				}
-				break
-			}
-		}
 		if len(c.srcs) > maxSources {
 			// Past the bound the oldest change is forgotten (counted): a
 			// key of it that no newer change covers may start afresh.

@@ -156,7 +156,10 @@ func (c *Core) Tick(now int64) {
 // owns in the view viewID, and expects none (it is Clean). It resolves the
 // sources that name it, and reports whether this node became Clean by it
 // (the shell then sends its own Done, once its push is confirmed).
-func (c *Core) Done(from string, viewID uint64) (becameClean bool) {
+//
+// known is false for a view this node has no source of (not seen yet, or
+// resolved already): the sender may say it again later.
+func (c *Core) Done(from string, viewID uint64) (becameClean, known bool) {
 	last := -1
 	for i, s := range c.srcs {
 		if s.view == viewID {
@@ -164,11 +167,7 @@ func (c *Core) Done(from string, viewID uint64) (becameClean bool) {
 		}
 	}
 	if last < 0 {
-		// A view this node has not seen yet (a leaver says Done for the
-		// view without it before its peers see it leave), or one it had no
-		// source of: kept for the source that view brings, if it comes.
-		c.early(from, viewID)
-		return false
+		return false, false
 	}
 	kept := c.srcs[:0]
 	for i, s := range c.srcs {
@@ -186,7 +185,7 @@ func (c *Core) Done(from string, viewID uint64) (becameClean bool) {
 	}
 	clear(c.srcs[len(kept):])
 	c.srcs = kept
-	return c.Clean()
+	return c.Clean(), true
 }
 
 // resolved reports whether every other member of s.prev has resolved s.
@@ -225,42 +224,26 @@ func (c *Core) Clean() bool {
 // no unresolved source and no pull on its way.
 func (c *Core) Settled() bool { return len(c.srcs) == 0 && len(c.pulls) == 0 }
 
-// maxEarly bounds the views whose Done came before the view did, and the
-// members kept for each.
-const maxEarly = 16
-
-// early keeps a Done for a view this node has no source of yet.
-func (c *Core) early(from string, viewID uint64) {
-	for i := range c.earlyDone {
-		if c.earlyDone[i].view == viewID {
-			if len(c.earlyDone[i].from) < 1024 && !contains(c.earlyDone[i].from, from) {
-				c.earlyDone[i].from = append(c.earlyDone[i].from, from)
-			}
-			return
-		}
-	}
-	if len(c.earlyDone) >= maxEarly {
-		c.earlyDone = c.earlyDone[1:]
-	}
-	c.earlyDone = append(c.earlyDone, earlyDone{view: viewID, from: []string{from}})
-}
-
-// earlyDone is the Dones that came for a view before it did.
-type earlyDone struct {
-	view uint64
-	from []string
-}
-
 // Changing reports whether a key may still change hands here: a pull on
 // its way, the node leaving, or a ring change that a member of this
 // node's view has not resolved yet. (A change whose unresolved members
 // have all left the view waits for its expiry: their keys are pulled one by
 // one, and loaded from the store, but nothing is on its way.)
-func (c *Core) Changing() bool {
+func (c *Core) Changing() bool { return c.ChangingSince(0) }
+
+// ChangingSince is Changing, counting only the ring changes seen after the
+// instant after (ms): a shell that reports whether keys change hands may
+// stop waiting for a change some member never resolves (its Done was lost,
+// or came before this node saw the change) after a while; the change
+// itself stays until it expires.
+func (c *Core) ChangingSince(after int64) bool {
 	if len(c.pulls) > 0 || c.leaving != nil {
 		return true
 	}
 	for _, s := range c.srcs {
+		if s.at <= after {
+			continue
+		}
 		for _, m := range s.prev.Members() {
 			if m != c.self && !s.done[m] && c.inView(m) {
 				return true

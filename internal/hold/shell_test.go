@@ -173,7 +173,7 @@ func (s *sim) maybeDone(n *snode) {
 		to := m
 		s.send(n.name, to, func() {
 			t := s.nodes[to]
-			if t.core.Done(n.name, id) {
+			if clean, _ := t.core.Done(n.name, id); clean {
 				s.maybeDone(t)
 			}
 		})

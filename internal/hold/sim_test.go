@@ -190,7 +190,15 @@ func (s *sim) rnd(lo, hi int64) int64 { return lo + s.rng.Int64N(hi-lo+1) }
 
 // --- membership -------------------------------------------------------
 
-func viewID(members []string) uint64 { return xxhash.Sum64String(strings.Join(members, "\x00")) }
+// viewID is a view's id: its members in their incarnations (a member
+// that restarts makes another view, as in node).
+func viewID(v View) uint64 {
+	var b strings.Builder
+	for _, m := range v.Members() {
+		fmt.Fprintf(&b, "%s\x00%d\x00", m, incOf(v, m))
+	}
+	return xxhash.Sum64String(b.String())
+}
 
 func without(ms []string, x string) []string {
 	out := make([]string, 0, len(ms))
@@ -276,7 +284,8 @@ func (s *sim) setView(name string, inc int, v []string) {
 	}
 	s.logf("%s view %v", name, v)
 	was := n.core.Joined()
-	n.core.SetView(s.newRing(v), s.newRing(without(v, name)), viewID(v), s.nodeNow(n))
+	nv := s.newRing(v)
+	n.core.SetView(nv, s.newRing(without(v, name)), viewID(nv), s.nodeNow(n))
 	s.pushAll(n)
 	if !was && n.core.Joined() {
 		for _, key := range sortedKeys(n.waiting) {
@@ -385,7 +394,8 @@ func (s *sim) start(name string) *snode {
 	n.waiting = map[string][]*scall{}
 	n.served = map[uint64]ringlimit.Decision{}
 	n.pushes, n.sentDone, n.pushFail = 0, 0, false
-	n.core.SetView(s.newRing([]string{name}), s.newRing(nil), viewID([]string{name}), s.nodeNow(n))
+	nv := s.newRing([]string{name})
+	n.core.SetView(nv, s.newRing(nil), viewID(nv), s.nodeNow(n))
 	n.view = []string{name}
 	s.members = append(s.members, name)
 	slices.Sort(s.members)
