@@ -79,7 +79,7 @@ func (n *Node) ringChanged(r *ring.Ring, incs map[string]uint64) {
 	changed := id != o.viewID
 	if changed {
 		o.core.SetView(v, v.without(n.name), id, n.nowMs())
-		o.viewID, o.pushFail, o.cur = id, false, v
+		o.viewID, o.pushFail, o.cur, o.changedAt = id, false, v, time.Now()
 		o.view.Store(r)
 	}
 	joined := o.core.Joined()

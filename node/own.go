@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"encoding/binary"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -52,10 +53,11 @@ type owner struct {
 	origin uint64 // the origin of states started here
 	wseq   uint64 // write-behind counter of the states started here
 
-	viewID   uint64
-	sentDone uint64 // the view whose Done this node sent
-	pushFail bool   // a push of this view could not be delivered: no Done for it
-	outbox   map[string][]pushItem
+	viewID    uint64
+	changedAt time.Time // when the view last changed (the system clock)
+	sentDone  uint64    // the view whose Done this node sent
+	pushFail  bool      // a push of this view could not be delivered: no Done for it
+	outbox    map[string][]pushItem
 }
 
 // parked is the calls waiting on one key's pull.
@@ -279,4 +281,13 @@ func setVersion(ks *remote.KeyState, v hold.Version) {
 // fromRemote is the version the store holds.
 func fromRemote(v remote.Version) hold.Version {
 	return hold.Version{Epoch: v.Epoch, Seq: v.Seq, Origins: v.Origins}
+}
+
+// changingLocked reports whether keys may still change hands here: the
+// node leaves, a pull is on its way, or a change of the last HandoffWindow
+// (on the system clock) is not resolved by every live member's Done yet.
+// Under the lock.
+func (n *Node) changingLocked() bool {
+	c := n.own.core
+	return c.ChangingSince(math.MaxInt64) || c.Changing() && time.Since(n.own.changedAt) < n.cfg.HandoffWindow
 }

@@ -25,7 +25,7 @@ func (n *Node) Ready() bool {
 		return false
 	}
 	n.own.mu.Lock()
-	done := !n.own.core.ChangingSince(n.nowMs()-n.cfg.HandoffWindow.Milliseconds()) && n.own.core.Joined()
+	done := !n.changingLocked() && n.own.core.Joined()
 	n.own.mu.Unlock()
 	if done || time.Since(n.started) >= n.cfg.HandoffWindow {
 		n.ready.Store(true)

@@ -148,7 +148,7 @@ func (n *Node) Stats() Stats {
 		s.StaleWrites = sw.StaleWrites()
 	}
 	n.own.mu.Lock()
-	s.Changing = n.own.core.ChangingSince(n.nowMs()-n.cfg.HandoffWindow.Milliseconds())
+	s.Changing = n.changingLocked()
 	s.Sources, s.Marks = n.own.core.Sources(), n.own.core.Marks()
 	s.Resolved, s.MarksDropped = n.own.core.Resolved, n.own.core.MarksDropped
 	n.own.mu.Unlock()
