@@ -24,9 +24,8 @@ func newStepClock() *stepClock {
 }
 
 // BenchmarkOwnedDecision measures one owned key, serial, on an injected
-// clock, side by side in one run: bare local.AllowN; a node past its
-// hand-off window (steady); a node within the window after it started; and
-// within the window after a peer joined, on a key the node kept.
+// clock, side by side in one run: bare local.AllowN; a node alone
+// (steady); and a node after a peer joined, on a key the node kept.
 func BenchmarkOwnedDecision(b *testing.B) {
 	rule := ringlimit.Rule{Limit: 1 << 40, Window: time.Second}
 	run := func(b *testing.B, allow func()) {
@@ -47,18 +46,7 @@ func BenchmarkOwnedDecision(b *testing.B) {
 		a := c.Nodes[0]
 		run(b, func() { a.Allow(ctx, "hot", rule) })
 	})
-	b.Run("window-after-start", func(b *testing.B) {
-		c := nodetest.Start(b, 1, func(cfg *node.Config) {
-			cfg.Clock = newStepClock()
-			cfg.HandoffWindow = time.Hour
-		})
-		a := c.Nodes[0]
-		if !a.Stats().Changing {
-			b.Fatal("not in the hand-off window")
-		}
-		run(b, func() { a.Allow(ctx, "hot", rule) })
-	})
-	b.Run("window-after-join", func(b *testing.B) {
+	b.Run("after-join", func(b *testing.B) {
 		a, kept := keptAfterJoin(b, rule)
 		run(b, func() {
 			if d, _ := a.Allow(ctx, kept, rule); d.Source != ringlimit.Local {
@@ -68,8 +56,8 @@ func BenchmarkOwnedDecision(b *testing.B) {
 	})
 }
 
-// keptAfterJoin starts a node in the hand-off window with keys held, has
-// another join, and returns the node and a key it kept.
+// keptAfterJoin starts a node with keys held, has another join, and
+// returns the node and a key it kept.
 func keptAfterJoin(b *testing.B, rule ringlimit.Rule) (*node.Node, string) {
 	c := nodetest.Start(b, 1, func(cfg *node.Config) {
 		cfg.Clock = newStepClock()
@@ -84,10 +72,10 @@ func keptAfterJoin(b *testing.B, rule ringlimit.Rule) (*node.Node, string) {
 	}
 	j := c.Add(b)
 	for _, k := range keys {
-		if j.Owner(k) == a.Name() && a.Stats().Changing {
+		if j.Owner(k) == a.Name() {
 			return a, k
 		}
 	}
-	b.Fatal("no key kept, or not in the hand-off window")
+	b.Fatal("no key kept")
 	return nil, ""
 }

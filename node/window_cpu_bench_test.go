@@ -13,7 +13,6 @@ import (
 	"github.com/ringlimit/ringlimit"
 	"github.com/ringlimit/ringlimit/local"
 	"github.com/ringlimit/ringlimit/node"
-	"github.com/ringlimit/ringlimit/node/nodetest"
 )
 
 // threadCPU is the calling thread's CPU time, to the nanosecond
@@ -25,37 +24,27 @@ func threadCPU() time.Duration {
 }
 
 // BenchmarkOwnedDecisionCPU is BenchmarkOwnedDecision measured as the
-// calling thread's CPU time, in rounds that interleave the four cases
-// (bare local.AllowN, a steady node, a node in the hand-off window after
-// it started and after a peer joined), so that a machine loaded by other
+// calling thread's CPU time, in rounds that interleave the three cases
+// (bare local.AllowN, a node alone, a node after a peer joined, on a key
+// it kept), so that a machine loaded by other
 // work shifts them alike. It reports the median ns of CPU per call of each
 // and the median of the per-round ratios.
 func BenchmarkOwnedDecisionCPU(b *testing.B) {
 	rule := ringlimit.Rule{Limit: 1 << 40, Window: time.Second}
 	l := local.New(local.Config{Clock: newStepClock()})
 	steady := settled(b, 1, func(cfg *node.Config) { cfg.Clock = newStepClock() }).Nodes[0]
-	start := nodetest.Start(b, 1, func(cfg *node.Config) {
-		cfg.Clock = newStepClock()
-		cfg.HandoffWindow = time.Hour
-	}).Nodes[0]
 	joined, kept := keptAfterJoin(b, rule)
-	if !joined.Stats().Changing || !start.Stats().Changing || steady.Stats().Changing {
-		b.Fatal("the cases are not in the state they measure")
-	}
 	cases := []func(){
 		func() { l.AllowN(ctx, "hot", rule, 1) },
 		func() { steady.Allow(ctx, "hot", rule) },
-		func() { start.Allow(ctx, "hot", rule) },
 		func() { joined.Allow(ctx, kept, rule) },
 	}
 	_, ns := interleaved(b, 20000, cases...)
 	b.ReportMetric(median(ns[0]), "local-cpu-ns")
 	b.ReportMetric(median(ns[1]), "steady-cpu-ns")
-	b.ReportMetric(median(ns[2]), "start-cpu-ns")
-	b.ReportMetric(median(ns[3]), "join-cpu-ns")
+	b.ReportMetric(median(ns[2]), "join-cpu-ns")
 	b.ReportMetric(medianRatio(ns, 1, 0), "steady/local")
-	b.ReportMetric(medianRatio(ns, 2, 1), "start/steady")
-	b.ReportMetric(medianRatio(ns, 3, 1), "join/steady")
+	b.ReportMetric(medianRatio(ns, 2, 1), "join/steady")
 }
 
 // interleaved runs the cases in rounds, each case per calls a round (after
