@@ -15,6 +15,7 @@ import (
 	"github.com/ringlimit/ringlimit"
 	"github.com/ringlimit/ringlimit/httplimit"
 	"github.com/ringlimit/ringlimit/local"
+	"github.com/ringlimit/ringlimit/rules"
 )
 
 // 1 per 100 ms, burst 1.
@@ -116,3 +117,50 @@ type closeCounter struct {
 }
 
 func (c *closeCounter) Close() error { c.closed.Add(1); return nil }
+
+// With rules, a denying rule of one limit waits its turn; a shadow rule
+// and a rule of several limits do not.
+func TestWithWaitRules(t *testing.T) {
+	set, err := rules.Parse([]byte(`
+rules:
+  - {name: one, endpoint: /one, algorithm: token_bucket, limit: 10, burst: 1, window: 1s}
+  - {name: two, endpoint: /two, limits: [{algorithm: token_bucket, limit: 10, burst: 1, window: 1s}, {limit: 100, window: 1m}]}
+  - {name: shadow, endpoint: /shadow, algorithm: token_bucket, limit: 10, burst: 1, window: 1s, shadow: true}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		path   string
+		code   int // of the third request
+		took   time.Duration
+		queued uint64
+	}{
+		{"/one", http.StatusOK, 100 * time.Millisecond, 1},
+		{"/two", http.StatusTooManyRequests, 0, 0},
+		{"/shadow", http.StatusOK, 0, 0},
+	} {
+		t.Run(c.path, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				m := httplimit.NewMiddleware(local.New(local.Config{}), httplimit.WithRules(set), httplimit.WithWait(time.Second))
+				h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+				for range 2 {
+					h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", c.path, nil))
+				}
+				start := time.Now()
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, httptest.NewRequest("GET", c.path, nil))
+				if w.Code != c.code {
+					t.Fatalf("third request: %d, want %d", w.Code, c.code)
+				}
+				// The second request waited (or not) too: the third's wait is one more turn.
+				if took := time.Since(start); took != c.took {
+					t.Fatalf("third request took %s, want %s", took, c.took)
+				}
+				if q := m.Stats().Queued; q != 2*c.queued {
+					t.Fatalf("Queued %d, want %d", q, 2*c.queued)
+				}
+			})
+		})
+	}
+}

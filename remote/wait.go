@@ -12,13 +12,21 @@ import (
 	"github.com/ringlimit/ringlimit"
 )
 
-// The buckets' reservation and its cancel (see ringlimit.Waiter). Not
-// retryable: a retry of either after it ran would charge, or give back,
-// twice.
-var (
-	reserveScript = valkey.NewLuaScript(source("value.lua", "prelude.lua", "read.lua", "reserve_bucket.lua"))
-	cancelScript  = valkey.NewLuaScript(source("value.lua", "prelude.lua", "read.lua", "cancel_bucket.lua"))
-)
+// waitSet is the buckets' reservation and its cancel (see
+// ringlimit.Waiter). Not retryable: a retry of either after it ran would
+// charge, or give back, twice.
+type waitSet struct{ reserve, cancel *valkey.Lua }
+
+var waitScripts = buildWait(func(s string) string { return s })
+
+// buildWait compiles the scripts, each source passed through edit (tests
+// pad the TTLs).
+func buildWait(edit func(string) string) *waitSet {
+	return &waitSet{
+		reserve: valkey.NewLuaScript(edit(source("value.lua", "prelude.lua", "read.lua", "reserve_bucket.lua"))),
+		cancel:  valkey.NewLuaScript(edit(source("value.lua", "prelude.lua", "read.lua", "cancel_bucket.lua"))),
+	}
+}
 
 // cancelTimeout bounds the round trip that gives a reservation back after
 // the waiter's own context ended.
@@ -121,7 +129,7 @@ func (l *Limiter) Reserve(ctx context.Context, key string, rule ringlimit.Rule, 
 		maxWait = strconv.FormatInt(max(-1, int64(time.Until(by)/time.Millisecond)), 10)
 	}
 	args := []string{ruleArg(rule), now, strconv.FormatInt(n, 10), maxWait}
-	resp := reserveScript.Exec(ctx, l.client, []string{l.Key(key)}, args)
+	resp := l.wait.reserve.Exec(ctx, l.client, []string{l.Key(key)}, args)
 	if err := resp.Error(); err != nil {
 		return d, at, nil, fmt.Errorf("remote: reserve %s: %w", rule.Algorithm, callerErr(ctx, err))
 	}
@@ -153,7 +161,7 @@ func (l *Limiter) Reserve(ctx context.Context, key string, rule ringlimit.Rule, 
 		if l.clock != nil {
 			args[1] = strconv.FormatInt(l.clock.Now().UnixMilli(), 10)
 		}
-		if err := cancelScript.Exec(ctx, l.client, []string{l.Key(key)}, args).Error(); err != nil {
+		if err := l.wait.cancel.Exec(ctx, l.client, []string{l.Key(key)}, args).Error(); err != nil {
 			return fmt.Errorf("remote: cancel %s: %w", rule.Algorithm, callerErr(ctx, err))
 		}
 		return nil

@@ -121,8 +121,9 @@ func TestWaitCancelReturnsAllowance(t *testing.T) {
 }
 
 // 20 goroutines, 10 waits each, on 100 per second with a burst of 100: the
-// 200 hits cannot all be admitted in less than the 1.0 s the 100 after the
-// burst need, whatever the machine's load; and they are all admitted.
+// 200 hits are all admitted, and not in less than the 1.0 s the 100 after
+// the burst need, whatever the machine's load (a slow machine only takes
+// longer).
 func TestWaitConcurrentNeverOver(t *testing.T) {
 	_, c := server(t)
 	l := remote.New(c, remote.Config{})
@@ -144,9 +145,6 @@ func TestWaitConcurrentNeverOver(t *testing.T) {
 	// A reservation's instant is whole ms from the server's: allow 1 ms.
 	if took < 999*time.Millisecond {
 		t.Fatalf("200 waits on 100/s, burst 100, in %s: over the limit", took)
-	}
-	if d, _ := l.Peek(context.Background(), "many", rule); d.Remaining > 1 {
-		t.Fatalf("after 200 waits: %+v, want the bucket spent", d)
 	}
 	t.Logf("200 waits on 100/s, burst 100, from 20 goroutines: %s", took)
 }
