@@ -23,7 +23,8 @@ import "context"
 // and a caller that took the room first sends it back to sleep. Nothing is
 // consumed while it waits, so nothing is given back.
 //
-// Every tier of this module implements Waiter and a one-hit shorthand,
+// *local.Limiter, *remote.Limiter (and remote's Connector) and
+// *failover.Limiter implement Waiter, each with a one-hit shorthand,
 // Wait(ctx, key, rule).
 type Waiter interface {
 	// WaitN blocks until n hits of key under rule can be admitted, consumes them and
