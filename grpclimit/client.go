@@ -23,7 +23,9 @@ type Waiter interface {
 // UnaryClientInterceptor returns a client interceptor that takes one hit of
 // rule from w before each unary call, waiting as long as the call's context
 // allows. Hits count on "name:" and the key of key (if nil, Method: every
-// call of a method shares one limit). A call whose wait fails is not sent:
+// call of a method shares one limit; Metadata reads the incoming metadata,
+// so a server that calls on keys by its own caller's value). A call whose
+// wait fails is not sent:
 // its error wraps WaitN's (ctx.Err() for a context that ended, or a
 // ringlimit sentinel); a key function's error wraps ErrNoKey.
 func UnaryClientInterceptor(w Waiter, name string, rule ringlimit.Rule, key KeyFunc) grpc.UnaryClientInterceptor {
