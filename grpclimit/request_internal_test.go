@@ -66,6 +66,16 @@ func FuzzRequest(f *testing.F) {
 	})
 }
 
+// TestFieldNames: each field's metadata name is its header name in lower
+// case, as metadata requires.
+func TestFieldNames(t *testing.T) {
+	for _, n := range fieldNames {
+		if strings.ToLower(n[0]) != n[1] {
+			t.Errorf("%q goes into metadata as %q", n[0], n[1])
+		}
+	}
+}
+
 type stringAddr string
 
 func (a stringAddr) Network() string { return "tcp" }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"strings"
 
 	"github.com/ringlimit/ringlimit"
 	"github.com/ringlimit/ringlimit/httplimit"
@@ -145,22 +144,27 @@ func (i *Interceptor) decide(ctx context.Context, fullMethod string) (metadata.M
 	}
 }
 
-// fieldNames are the headers httplimit sets that go into metadata.
-var fieldNames = [...]string{
-	"X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset",
-	"Ratelimit-Policy", "Ratelimit", "Retry-After", "X-Ratelimit-Retry-After",
+// fieldNames are the headers httplimit sets that go into metadata: their
+// canonical names, and their names in metadata (lower case).
+var fieldNames = [...][2]string{
+	{"X-Ratelimit-Limit", "x-ratelimit-limit"},
+	{"X-Ratelimit-Remaining", "x-ratelimit-remaining"},
+	{"X-Ratelimit-Reset", "x-ratelimit-reset"},
+	{"Ratelimit-Policy", "ratelimit-policy"},
+	{"Ratelimit", "ratelimit"},
+	{"Retry-After", "retry-after"},
+	{"X-Ratelimit-Retry-After", "x-ratelimit-retry-after"},
 }
 
-// fields copies the rate-limit headers of h into metadata, under their
-// lower-case names.
+// fields copies the rate-limit headers of h into metadata.
 func fields(h http.Header) metadata.MD {
 	var md metadata.MD
 	for _, name := range fieldNames {
-		if vs := h[name]; len(vs) > 0 {
+		if vs := h[name[0]]; len(vs) > 0 {
 			if md == nil {
 				md = make(metadata.MD, len(fieldNames))
 			}
-			md[strings.ToLower(name)] = vs
+			md[name[1]] = vs
 		}
 	}
 	return md
