@@ -260,25 +260,22 @@ func (f failing) Reset(context.Context, string) error { return f.err }
 // nothing; WithFailOpen lets limiter failures through.
 func TestBadInput(t *testing.T) {
 	long := func(context.Context, string) (string, error) { return strings.Repeat("k", ringlimit.MaxKeyLen+1), nil }
+	five := grpclimit.WithRule("r", perMinute(5))
 	tests := []struct {
 		name    string
 		limiter ringlimit.Limiter
 		opts    []grpclimit.Option
 		want    codes.Code
 	}{
-		{"closed limiter", failing{ringlimit.ErrClosed}, nil, codes.Unavailable},
-		{"closed limiter, fail open", failing{ringlimit.ErrClosed}, []grpclimit.Option{grpclimit.WithFailOpen()}, codes.OK},
+		{"closed limiter", failing{ringlimit.ErrClosed}, []grpclimit.Option{five}, codes.Unavailable},
+		{"closed limiter, fail open", failing{ringlimit.ErrClosed}, []grpclimit.Option{five, grpclimit.WithFailOpen()}, codes.OK},
 		{"invalid rule", local.New(local.Config{}), []grpclimit.Option{grpclimit.WithRule("bad", ringlimit.Rule{Algorithm: ringlimit.TokenBucket, Limit: 0, Window: time.Second})}, codes.Unavailable},
-		{"key too long", local.New(local.Config{}), []grpclimit.Option{grpclimit.WithKey(long)}, codes.InvalidArgument},
-		{"key function error", local.New(local.Config{}), []grpclimit.Option{grpclimit.WithKey(func(context.Context, string) (string, error) { return "", errors.New("secret detail") })}, codes.InvalidArgument},
+		{"key too long", local.New(local.Config{}), []grpclimit.Option{five, grpclimit.WithKey(long)}, codes.InvalidArgument},
+		{"key function error", local.New(local.Config{}), []grpclimit.Option{five, grpclimit.WithKey(func(context.Context, string) (string, error) { return "", errors.New("secret detail") })}, codes.InvalidArgument},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			opts := append([]grpclimit.Option{grpclimit.WithRule("r", perMinute(5))}, tt.opts...)
-			if tt.name == "invalid rule" {
-				opts = tt.opts
-			}
-			lim := grpclimit.New(tt.limiter, opts...)
+			lim := grpclimit.New(tt.limiter, tt.opts...)
 			s := serve(t, lim.Unary(), lim.Stream())
 			_, _, err := check(t, s.client(t))
 			if status.Code(err) != tt.want {
