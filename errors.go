@@ -21,3 +21,8 @@ var (
 	// never see it.
 	ErrBadValue = errors.New("ringlimit: bad stored value")
 )
+
+// ErrWaitTooLong: WaitN refused to wait, consuming nothing, because the
+// hits could be admitted only after ctx's deadline, or further ahead than
+// a key's queue of reservations reaches (see Waiter).
+var ErrWaitTooLong = errors.New("ringlimit: wait too long")

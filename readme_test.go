@@ -70,10 +70,14 @@ func goBlocks(md string) []snippet {
 	return out
 }
 
+// testedModules are the nested modules whose tests test.sh runs too, so
+// that their Example functions are compiled like this module's.
+var testedModules = map[string]bool{"grpclimit": true}
+
 // exampleBodies returns the body of every Example function in the test
-// files of the module rooted at root (not of nested modules, which go test
-// ./... does not compile), each line stripped of the body's one tab of
-// indentation.
+// files of the module rooted at root and of the nested modules in
+// testedModules (not of the others, which nothing compiles), each line
+// stripped of the body's one tab of indentation.
 func exampleBodies(root string) ([]string, error) {
 	var out []string
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
@@ -85,7 +89,7 @@ func exampleBodies(root string) ([]string, error) {
 			if path != root && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata") {
 				return filepath.SkipDir
 			}
-			if path != root {
+			if path != root && !testedModules[filepath.ToSlash(path)] {
 				if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
 					return filepath.SkipDir // another module
 				}

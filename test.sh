@@ -42,6 +42,16 @@ if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null 
 fi
 
 go vet ./...
+# grpclimit is a module of its own (so that the core never imports grpc):
+# vetted and tested here too, from its folder.
+(cd grpclimit && go vet ./...)
+# Every Go file, grpclimit's and bench's included, is gofmt'ed.
+unformatted=$(gofmt -l .)
+if [ -n "$unformatted" ]; then
+	echo "test.sh: not gofmt'ed:" >&2
+	echo "$unformatted" >&2
+	exit 1
+fi
 
 # test/netchaos runs node containers on a private Docker network and injects
 # faults with iptables (and an NFQUEUE queue) in their network namespaces, so its
@@ -75,4 +85,5 @@ else
 fi
 
 go test -race -count=1 "$@" $(go list ./... | grep -v '/test/netchaos$')
+(cd grpclimit && go test -race -count=1 "$@" ./...)
 "${netchaos[@]}"

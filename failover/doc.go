@@ -59,4 +59,10 @@
 // about 0.1 µs (0.2 µs with LocalShare) and allocates nothing; a healthy call
 // pays about 0.7 µs and 5 small allocations for the timeout context and the
 // breaker's bookkeeping, against some 50 µs for a Valkey round trip.
+//
+// WaitN (ringlimit.Waiter) asks a primary that is a Reserver for each
+// reservation through the breaker, under the call timeout, and sleeps the
+// wait itself; a deadline refusal or a cancelled ctx is the caller's and
+// passes through as an error, uncounted; when the primary cannot answer,
+// the policy decides (see WaitN).
 package failover

@@ -302,7 +302,8 @@ func (l *Limiter) ask(ctx context.Context, rto *RTO, done func(error), call func
 		l.sum.Warn("bad value", "failover: the store holds a value not ours under a key; answered by the policy", "err", err)
 		return ringlimit.Decision{}, errFailure
 	case errors.Is(err, ringlimit.ErrInvalidRule), errors.Is(err, ringlimit.ErrInvalidKey),
-		errors.Is(err, ringlimit.ErrInvalidHits), errors.Is(err, ringlimit.ErrClosed):
+		errors.Is(err, ringlimit.ErrInvalidHits), errors.Is(err, ringlimit.ErrClosed),
+		errors.Is(err, ringlimit.ErrWaitTooLong): // WaitN's refusal: the caller's deadline, not the primary's fault
 		done(errIgnored)
 		return ringlimit.Decision{}, err
 	}

@@ -37,4 +37,9 @@
 // exports them).
 //
 // The package keeps no global state: build as many Middlewares as you like.
+//
+// WithWait queues a request over its limit for up to a given time instead
+// of refusing it; Transport is the other direction, an http.RoundTripper
+// that waits for a hit on a ringlimit.Waiter before each request it sends:
+// the fleet-wide client throttle.
 package httplimit

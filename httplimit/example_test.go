@@ -55,5 +55,5 @@ func ExampleNewMiddleware_shadow() {
 		h.ServeHTTP(httptest.NewRecorder(), r)
 	}
 	fmt.Printf("%+v\n", m.Stats())
-	// Output: {Allowed:2 Denied:0 WouldDeny:3 KeyErrors:0 LimiterErrors:0 DelayExpired:0}
+	// Output: {Allowed:2 Denied:0 WouldDeny:3 KeyErrors:0 LimiterErrors:0 DelayExpired:0 Queued:0}
 }

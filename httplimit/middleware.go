@@ -85,6 +85,18 @@ func WithShadow() Option { return func(m *Middleware) { m.shadow = true } }
 // response. If not given, HeadersDraft11.
 func WithHeaderStyle(s HeaderStyle) Option { return func(m *Middleware) { m.style = s } }
 
+// WithWait queues a request over its limit instead of refusing it, when
+// the limiter is a ringlimit.Waiter (every Limiter of this module is) and
+// its denial's RetryAfter is at most max: the request waits its turn
+// (WaitN, under a context that ends after max or with the request's) and
+// is served with the admitting Decision; if the turn does not come within
+// max, the denial stands. Each denying rule with one limit waits in turn:
+// a rule with several limits (AllowAll, all or nothing) and a shadow rule
+// are not queued, and neither is anything with WithShadow.
+// Stats.Queued counts the requests served after waiting. If not given,
+// or max ≤ 0, nothing waits.
+func WithWait(max time.Duration) Option { return func(m *Middleware) { m.wait = max } }
+
 // WithLogger sets where limiter errors are logged. If not given, nowhere.
 func WithLogger(l *slog.Logger) Option { return func(m *Middleware) { m.log = l } }
 
@@ -109,11 +121,12 @@ type Middleware struct {
 	keyErr   ErrorFunc
 	failOpen bool
 	shadow   bool
+	wait     time.Duration // WithWait
 	style    HeaderStyle
 	log      *slog.Logger
 	rules    ruleTable // per-rule counters (rulestats.go)
 
-	allowed, deniedN, wouldDeny, keyErrors, limiterErrors, delayExpired atomic.Uint64
+	allowed, deniedN, wouldDeny, keyErrors, limiterErrors, delayExpired, queued atomic.Uint64
 }
 
 // Stats are a Middleware's counters, since it was made.
@@ -124,6 +137,7 @@ type Stats struct {
 	KeyErrors     uint64 // requests without a usable key
 	LimiterErrors uint64 // requests the limiter could not decide (failed open or 500)
 	DelayExpired  uint64 // requests whose context ended while waiting out a Delay
+	Queued        uint64 // requests over a limit served after waiting their turn (WithWait)
 }
 
 // Stats returns the current counters.
@@ -135,6 +149,7 @@ func (m *Middleware) Stats() Stats {
 		KeyErrors:     m.keyErrors.Load(),
 		LimiterErrors: m.limiterErrors.Load(),
 		DelayExpired:  m.delayExpired.Load(),
+		Queued:        m.queued.Load(),
 	}
 }
 
@@ -193,6 +208,9 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		if err != nil {
 			m.limiterError(w, r, next, err)
 			return
+		}
+		if !d.Allowed && !m.shadow {
+			d = m.queue(ctx, key, m.rule, d)
 		}
 		res = append(res, applied{name: m.name, rule: m.rule, d: d, of: 1})
 	} else if m.src != nil {
@@ -258,6 +276,24 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		m.allowed.Add(1)
 	}
 	next.ServeHTTP(w, r)
+}
+
+// queue waits for a hit on key under rule, denied by d, if WithWait allows
+// it (see there), and returns the admitting Decision; else, or if the turn
+// does not come in time, d.
+func (m *Middleware) queue(ctx context.Context, key string, rule ringlimit.Rule, d ringlimit.Decision) ringlimit.Decision {
+	w, ok := m.limiter.(ringlimit.Waiter)
+	if m.wait <= 0 || !ok || d.RetryAfter > m.wait {
+		return d
+	}
+	wctx, cancel := context.WithTimeout(ctx, m.wait)
+	defer cancel()
+	wd, err := w.WaitN(wctx, key, rule, 1)
+	if err != nil {
+		return d
+	}
+	m.queued.Add(1)
+	return wd
 }
 
 // wait waits d, or until ctx is done if that is sooner (at once if ctx's

@@ -43,6 +43,9 @@ func (m *Middleware) applyRule(ctx context.Context, r *http.Request, rl *rules.R
 		if err != nil {
 			return res, false, err
 		}
+		if !d.Allowed && !rl.Shadow && !m.shadow {
+			d = m.queue(ctx, key, limits[0], d)
+		}
 		return append(res, applied{name: rl.Name, rule: limits[0], d: d, shadow: rl.Shadow, of: 1}), !d.Allowed, nil
 	}
 	ml, ok := m.limiter.(ringlimit.MultiLimiter)

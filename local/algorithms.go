@@ -116,7 +116,9 @@ func tokenBucket(d *ringlimit.Decision, s *state, p *params, now, n int64, consu
 	} else {
 		d.RetryAfter = ms(ceilDiv(level+n*p.window-full, p.limit))
 	}
-	d.Remaining = max(0, p.perWindow.div(full-level))
+	if level < full { // a reservation (WaitN) may take the level past full
+		d.Remaining = p.perWindow.div(full - level)
+	}
 	r := p.perLimit.ceil(level)
 	d.ResetAfter = ms(r)
 	return t + r

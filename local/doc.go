@@ -70,4 +70,15 @@
 // a small share (under a few pages) holds fewer keys than its share would
 // fit, since it allocates slots a page at a time. A single sliding log may
 // exceed its shard's share by itself, up to its Limit of stamps.
+//
+// # Waiting
+//
+// WaitN (ringlimit.Waiter) reserves with ReserveN and sleeps on one timer.
+// A bucket's reservation consumes the hits at once, taking its level past
+// the capacity if need be (by at most 2^51 units, so every decision's
+// arithmetic stays exact), and AllowN denies while the level is over it; a
+// waiter that gives up returns the hits with CancelAt, less those later
+// reservations were promised. A window or a log reserves nothing: its
+// waiter sleeps until the denial's RetryAfter and asks again. A bucket
+// past its capacity reports nothing Remaining.
 package local

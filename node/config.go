@@ -78,6 +78,16 @@ type Config struct {
 	// derived per connection and direction). If empty, none of these: New
 	// logs a warning (for demos only).
 	SecretKey []byte
+	// SecretKeys lists other secrets this node accepts, for rotating the
+	// secret without stopping the cluster: gossip sealed under any of them
+	// is read, and a peer proving any of them is let in (its connection is
+	// then sealed under that one). This node still sends gossip and dials
+	// peers with SecretKey alone. To rotate from old to new, roll every
+	// node, one by one, through SecretKey old with SecretKeys [new], then
+	// SecretKey new with SecretKeys [old], then new alone; at every step
+	// each node accepts what every other sends. Each must be 16, 24 or 32
+	// bytes, and SecretKey must be set. If empty, SecretKey only.
+	SecretKeys [][]byte
 	// Policy decides when neither the owner nor the store can answer. The
 	// zero value is failover.Open: allow.
 	Policy failover.Policy
@@ -163,6 +173,16 @@ func (c Config) withDefaults() (Config, error) {
 	case 0, 16, 24, 32:
 	default:
 		return c, fmt.Errorf("node: config: SecretKey of %d bytes: want 16, 24 or 32", len(c.SecretKey))
+	}
+	if len(c.SecretKeys) > 0 && len(c.SecretKey) == 0 {
+		return c, fmt.Errorf("node: config: SecretKeys without a SecretKey: a rotation needs a secret to send")
+	}
+	for i, k := range c.SecretKeys {
+		switch len(k) {
+		case 16, 24, 32:
+		default:
+			return c, fmt.Errorf("node: config: SecretKeys[%d] of %d bytes: want 16, 24 or 32", i, len(k))
+		}
 	}
 	if c.GossipAddr == "" {
 		c.GossipAddr = defaultGossipAddr

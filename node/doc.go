@@ -118,7 +118,10 @@
 // under keys derived per connection and direction, with counter nonces), so
 // a frame modified, replayed, dropped or reordered on the way closes the
 // connection and its calls go on as for a dead peer. A node without the key
-// cannot join or forward. The peer listener bounds what anyone can make it
+// cannot join or forward. SecretKeys lists other secrets a node accepts
+// (while sending under SecretKey alone), so that a cluster rotates its
+// secret in three rolling restarts without stopping (see Config.SecretKeys).
+// The peer listener bounds what anyone can make it
 // spend: MaxPeerConns authenticated connections, a small number in the
 // handshake, deadlines on handshakes, records and idle connections (counted
 // in Stats().Peer).

@@ -116,6 +116,7 @@ func New(cfg Config) (*Node, error) {
 	// Serve before joining: peers may forward as soon as they see us.
 	n.server = peer.Serve(ln, peer.ServerConfig{
 		Secret:   cfg.SecretKey,
+		Accept:   cfg.SecretKeys,
 		Name:     cfg.Name,
 		Handler:  ownerHandler{n},
 		Logger:   cfg.Logger,
@@ -175,7 +176,7 @@ func (n *Node) ringConfig(rpcAdvertise string) (ring.Config, error) {
 	}
 	rc.RPCAddr = rpcAdvertise
 	rc.Incarnation = n.own.core.Inc
-	rc.SecretKey = n.cfg.SecretKey
+	rc.SecretKey, rc.SecretKeys = n.cfg.SecretKey, n.cfg.SecretKeys
 	rc.Label = "ringlimit"
 	rc.Logger = n.cfg.Logger
 	rc.Seeds, rc.Resolve = n.cfg.Join, n.cfg.Resolve

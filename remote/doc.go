@@ -184,4 +184,13 @@
 // plus a pruned prefix at most as large and an entry for each call a
 // compaction takes, and in a value past 4 MiB the free space a compaction
 // left); the other algorithms store 25 or 33 bytes.
+//
+// # Waiting
+//
+// WaitN (ringlimit.Waiter) on a bucket is one round trip: reserve_bucket.lua
+// consumes the hits, past the capacity if need be, and answers their wait;
+// cancel_bucket.lua gives them back, in a second round trip, only if the
+// waiter gives up first. Its reply is checked like a stored value (see
+// FuzzParseReserve). A window or a log takes a round trip per try (see
+// ringlimit.Waiter). Reserve is the single try, for package failover.
 package remote

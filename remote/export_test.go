@@ -14,6 +14,7 @@ import (
 func SetTTLPad(l *Limiter, ms int64) {
 	l.lua = buildScripts(func(alg ringlimit.Algorithm) string { return PaddedScript(alg, ms) })
 	l.multi = buildMulti(pad(MultiScript(), ms))
+	l.wait = buildWait(func(src string) string { return pad(src, ms) })
 }
 
 // PaddedScript is Script(alg) with ms added to every TTL it sets.

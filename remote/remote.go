@@ -111,6 +111,7 @@ type Limiter struct {
 	clock  ringlimit.Clock
 	lua    *scriptSet    // the shared scripts
 	multi  *multiSet     // AllowAll's script
+	wait   *waitSet      // WaitN's scripts (wait.go)
 	stale  atomic.Uint64 // WriteStates' writes dropped as stale
 }
 
@@ -122,7 +123,7 @@ func New(client valkey.Client, c Config) *Limiter {
 	if p == "" {
 		p = DefaultPrefix
 	}
-	return &Limiter{client: client, prefix: p, clock: c.Clock, lua: scripts, multi: multiScripts}
+	return &Limiter{client: client, prefix: p, clock: c.Clock, lua: scripts, multi: multiScripts, wait: waitScripts}
 }
 
 // Key returns the Valkey key that holds key's state.

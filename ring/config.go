@@ -71,6 +71,11 @@ type Config struct {
 	// one without, cannot join each other. If nil, gossip is neither
 	// encrypted nor authenticated.
 	SecretKey []byte
+	// SecretKeys lists other keys whose gossip is accepted, for a rotation:
+	// gossip is sent under SecretKey and read under any of them. Each must
+	// be 16, 24 or 32 bytes, and SecretKey must be set. If empty, SecretKey
+	// only.
+	SecretKeys [][]byte
 	// Label names the cluster: it prefixes every gossip packet and stream
 	// (and is authenticated when SecretKey is set), and a member rejects
 	// traffic with another label or none. At most 255 bytes. If empty, no
@@ -274,6 +279,16 @@ func (c Config) validate() (Config, error) {
 	case 0, 16, 24, 32:
 	default:
 		return bad("SecretKey is %d bytes, want 16, 24 or 32", len(c.SecretKey))
+	}
+	if len(c.SecretKeys) > 0 && len(c.SecretKey) == 0 {
+		return bad("SecretKeys without a SecretKey")
+	}
+	for i, k := range c.SecretKeys {
+		switch len(k) {
+		case 16, 24, 32:
+		default:
+			return bad("SecretKeys[%d] is %d bytes, want 16, 24 or 32", i, len(k))
+		}
 	}
 	if len(c.Label) > memberlist.LabelMaxSize {
 		return bad("Label is %d bytes, limit %d", len(c.Label), memberlist.LabelMaxSize)

@@ -158,6 +158,15 @@ func NewMembership(cfg Config) (*Membership, error) {
 		mc.AdvertisePort = port
 	}
 	mc.SecretKey = slices.Clone(cfg.SecretKey)
+	if len(cfg.SecretKeys) > 0 {
+		// Sends under SecretKey (memberlist adds it and makes it primary),
+		// reads under any key of the ring.
+		kr, err := memberlist.NewKeyring(cloneKeys(cfg.SecretKeys), mc.SecretKey)
+		if err != nil {
+			return nil, fmt.Errorf("ring: keyring: %w", err)
+		}
+		mc.Keyring = kr
+	}
 	mc.Label = cfg.Label
 	mc.ProbeInterval = cfg.ProbeInterval
 	mc.ProbeTimeout = cfg.ProbeTimeout
@@ -384,4 +393,13 @@ func (m *Membership) notify() {
 	case m.kick <- struct{}{}:
 	default:
 	}
+}
+
+// cloneKeys copies each of keys, so that the caller's slices stay its own.
+func cloneKeys(keys [][]byte) [][]byte {
+	out := make([][]byte, len(keys))
+	for i, k := range keys {
+		out[i] = slices.Clone(k)
+	}
+	return out
 }

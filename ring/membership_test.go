@@ -304,6 +304,7 @@ func TestMembershipRejectsForeignCluster(t *testing.T) {
 		name             string
 		seedKey, joinKey []byte
 		seedLbl, joinLbl string
+		seedAcc, joinAcc [][]byte // SecretKeys: accepted beside the key (a rotation)
 		ok               bool
 	}{
 		{name: "same key and label", seedKey: key, joinKey: key, seedLbl: "prod", joinLbl: "prod", ok: true},
@@ -313,12 +314,15 @@ func TestMembershipRejectsForeignCluster(t *testing.T) {
 		{name: "wrong label", seedKey: key, joinKey: key, seedLbl: "prod", joinLbl: "staging"},
 		{name: "joiner has no label", seedLbl: "prod"},
 		{name: "seed has no label", joinLbl: "prod"},
+		{name: "rotation: each accepts what the other sends", seedKey: key, seedAcc: [][]byte{other}, joinKey: other, joinAcc: [][]byte{key}, ok: true},
+		{name: "rotation: a third accepted key changes nothing", seedKey: key, seedAcc: [][]byte{other}, joinKey: other, joinAcc: [][]byte{key, []byte("0123456789abcdefghijklmn")}, ok: true},
+		{name: "rotation: the seed cannot read the joiner", seedKey: key, joinKey: other, joinAcc: [][]byte{key}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sc := FastLocalConfig("seed")
-			sc.SecretKey, sc.Label = tc.seedKey, tc.seedLbl
+			sc.SecretKey, sc.Label, sc.SecretKeys = tc.seedKey, tc.seedLbl, tc.seedAcc
 			jc := FastLocalConfig("joiner")
-			jc.SecretKey, jc.Label = tc.joinKey, tc.joinLbl
+			jc.SecretKey, jc.Label, jc.SecretKeys = tc.joinKey, tc.joinLbl, tc.joinAcc
 			seed, joiner := start(t, sc), start(t, jc)
 			_, err := joiner.Join([]string{seed.GossipAddr()})
 			if !tc.ok {
@@ -349,6 +353,8 @@ func TestNewMembershipRejectsBadConfig(t *testing.T) {
 		{"empty name", func(c *Config) { c.Name = "" }},
 		{"key of 10 bytes", func(c *Config) { c.SecretKey = make([]byte, 10) }},
 		{"key of 33 bytes", func(c *Config) { c.SecretKey = make([]byte, 33) }},
+		{"accepted keys without a key", func(c *Config) { c.SecretKeys = [][]byte{make([]byte, 16)} }},
+		{"accepted key of 10 bytes", func(c *Config) { c.SecretKey, c.SecretKeys = make([]byte, 16), [][]byte{make([]byte, 10)} }},
 		{"bind address is a host name", func(c *Config) { c.BindAddr = "localhost" }},
 		{"bind address unparsable", func(c *Config) { c.BindAddr = "127.0.0.1:7946" }},
 		{"advertise address unparsable", func(c *Config) { c.AdvertiseAddr = "10.0.0" }},

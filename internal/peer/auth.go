@@ -30,6 +30,13 @@ import (
 // to the wrong node (a stale address, or a node's own server behind an
 // address that means another host) fails instead of deciding elsewhere.
 //
+// During a rotation a server accepts several secrets (ServerConfig.Accept):
+// it checks the client's proof under each, and answers and seals with the
+// one that matches, so the client, which proves only its own secret, needs
+// no extra round trip. A client never tries a second secret: the rotation's
+// steps (see node.Config.SecretKeys) keep every server accepting what every
+// client sends.
+//
 // With a secret, each side then derives two AES-256-GCM keys with HKDF-SHA256
 // over the secret, salted with both nonces: one for each direction. Fresh
 // nonces on both sides make every connection's keys new, so a recorded
@@ -95,9 +102,11 @@ func keys(secret []byte, v byte, s, c []byte) (c2s, s2c *sealer, err error) {
 	return c2s, s2c, nil
 }
 
-// serverHandshake runs the server's side on c within timeout. It returns the
-// sealers for what it sends and what it receives (nil without a secret).
-func serverHandshake(c net.Conn, secret []byte, name string, timeout time.Duration) (tx, rx *sealer, err error) {
+// serverHandshake runs the server's side on c within timeout, accepting a
+// proof of any of secrets (secrets[0] is the server's own; an empty one
+// means no secret). It returns the sealers for what it sends and what it
+// receives (nil without a secret).
+func serverHandshake(c net.Conn, secrets [][]byte, name string, timeout time.Duration) (tx, rx *sealer, err error) {
 	_ = c.SetDeadline(time.Now().Add(timeout))
 	defer c.SetDeadline(time.Time{})
 	s, err := nonce()
@@ -120,7 +129,15 @@ func serverHandshake(c net.Conn, secret []byte, name string, timeout time.Durati
 		return nil, nil, fmt.Errorf("%w: client chose version %d, this node speaks %d to %d", ErrVersion, v, minVersion, Version)
 	}
 	cn := in[4 : 4+nonceLen]
-	if !hmac.Equal(in[4+nonceLen:], mac(secret, "client", v, s, cn)) {
+	var secret []byte
+	found := false
+	for _, k := range secrets {
+		if hmac.Equal(in[4+nonceLen:], mac(k, "client", v, s, cn)) {
+			secret, found = k, true
+			break
+		}
+	}
+	if !found {
 		return nil, nil, fmt.Errorf("%w: client proof", ErrAuth)
 	}
 	if _, err := c.Write(mac(secret, "server", v, cn, s, []byte(name))); err != nil {

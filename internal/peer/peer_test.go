@@ -229,7 +229,7 @@ func TestTimeout(t *testing.T) {
 			return
 		}
 		defer c.Close()
-		if _, _, err := serverHandshake(c, secret, "", time.Second); err == nil {
+		if _, _, err := serverHandshake(c, [][]byte{secret}, "", time.Second); err == nil {
 			io.Copy(io.Discard, c)
 		}
 	}()

@@ -50,7 +50,11 @@ func (h LimiterHandler) Serve(ctx context.Context, r *Request) Result {
 
 // ServerConfig configures a Server. Every zero value has a default.
 type ServerConfig struct {
-	Secret  []byte  // the cluster's secret; empty: no authentication, frames in clear (demos)
+	Secret []byte // the cluster's secret; empty: no authentication, frames in clear (demos)
+	// Accept lists other secrets a client may prove instead of Secret, for
+	// a rotation: the connection is then authenticated and sealed with the
+	// one the client used. Ignored without a Secret. If empty, Secret only.
+	Accept  [][]byte
 	Name    string  // this node's name, told to clients in the handshake (at most 255 bytes)
 	Handler Handler // required
 	// HandshakeTimeout bounds the handshake. If zero, 2 s.
@@ -118,10 +122,11 @@ type Stats struct {
 
 // Server accepts peer connections and serves their requests.
 type Server struct {
-	cfg ServerConfig
-	ln  net.Listener
-	ctx context.Context
-	log *logsum.Summarizer
+	cfg     ServerConfig
+	secrets [][]byte // the secrets a client may prove: cfg.Secret first, then cfg.Accept's
+	ln      net.Listener
+	ctx     context.Context
+	log     *logsum.Summarizer
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -165,8 +170,16 @@ func Serve(ln net.Listener, cfg ServerConfig) *Server {
 	if cfg.LogInterval <= 0 {
 		cfg.LogInterval = logsum.DefaultInterval
 	}
+	secrets := [][]byte{cfg.Secret}
+	if len(cfg.Secret) > 0 {
+		for _, k := range cfg.Accept {
+			if len(k) > 0 { // an empty one would let in clients without the secret
+				secrets = append(secrets, k)
+			}
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{cfg: cfg, ln: ln, ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{},
+	s := &Server{cfg: cfg, secrets: secrets, ln: ln, ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{},
 		perIP: map[netip.Addr]int{}, log: logsum.New(cfg.Logger, cfg.LogInterval)}
 	s.wg.Add(2)
 	go s.accept()
@@ -327,7 +340,7 @@ func (s *Server) serve(c net.Conn) {
 		s.mu.Unlock()
 		c.Close()
 	}()
-	tx, rx, err := serverHandshake(c, s.cfg.Secret, s.cfg.Name, s.cfg.HandshakeTimeout)
+	tx, rx, err := serverHandshake(c, s.secrets, s.cfg.Name, s.cfg.HandshakeTimeout)
 	s.nHandshakes.Add(-1)
 	ip := remoteIP(c)
 	s.mu.Lock()

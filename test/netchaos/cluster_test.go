@@ -44,18 +44,31 @@ type cluster struct {
 	secret string
 	store  *container
 	cnodes []*cnode
-	runs   int // containers started, for unique names
+	runs   int    // containers started, for unique names
+	limits limits // every node container's
 }
 
+// limits is how a cluster's node containers run: under a CFS CPU quota or
+// not, and with which timeout ceilings.
+type limits struct {
+	cpus           string        // docker run --cpus ("": no quota)
+	forward, store time.Duration // -forward-timeout, -store-timeout
+}
+
+// suiteLimits are every scenario's but CPU throttling's: no quota, the
+// suite's timeouts.
+func suiteLimits() limits { return limits{forward: forwardTimeout, store: storeTimeout} }
+
 // startCluster starts a network, a store and len(offsets) nodes (node i's
-// clock offset by offsets[i]), and waits until every node sees every other.
-func startCluster(t *testing.T, im images, offsets []time.Duration) *cluster {
+// clock offset by offsets[i]), each run as lim says, and waits until every
+// node sees every other.
+func startCluster(t *testing.T, im images, offsets []time.Duration, lim limits) *cluster {
 	t.Helper()
 	key := make([]byte, 32)
 	if _, err := crand.Read(key); err != nil {
 		t.Fatal(err)
 	}
-	c := &cluster{Cluster: chaoskit.Cluster{T: t, Poll: 20 * time.Millisecond}, im: im, nw: newNetwork(t), secret: hex.EncodeToString(key)}
+	c := &cluster{Cluster: chaoskit.Cluster{T: t, Poll: 20 * time.Millisecond}, im: im, nw: newNetwork(t), secret: hex.EncodeToString(key), limits: lim}
 	c.startStore()
 	for i, off := range offsets {
 		p := &cnode{Node: chaoskit.NewNode(fmt.Sprintf("n%d", i+1), 16), addr: c.nw.ip(firstNodeHost + i), offset: off}
@@ -78,7 +91,7 @@ func startCluster(t *testing.T, im images, offsets []time.Duration) *cluster {
 }
 
 func (c *cluster) startStore() {
-	c.store = runContainer(c.T, c.nw, c.nw.name+"-store", c.nw.ip(storeHost), nil, c.im.store,
+	c.store = runContainer(c.T, c.nw, c.nw.name+"-store", c.nw.ip(storeHost), nil, nil, c.im.store,
 		"--port", "6379", "--bind", "0.0.0.0", "--protected-mode", "no", "--save", "", "--appendonly", "no")
 }
 
@@ -99,10 +112,14 @@ func (c *cluster) start(i int) {
 	}
 	c.runs++
 	name := fmt.Sprintf("%s-%s-%d", c.nw.name, p.Name(), c.runs)
-	ctr := runContainer(c.T, c.nw, name, p.addr, []string{"CHAOSNODE_SECRET=" + c.secret}, c.im.node,
+	var flags []string
+	if c.limits.cpus != "" {
+		flags = []string{"--cpus", c.limits.cpus}
+	}
+	ctr := runContainer(c.T, c.nw, name, p.addr, flags, []string{"CHAOSNODE_SECRET=" + c.secret}, c.im.node,
 		"-name", p.Name(), "-gossip", "0.0.0.0:"+gossipPort, "-rpc", "0.0.0.0:"+rpcPort, "-http", "0.0.0.0:"+httpPort,
 		"-join", strings.Join(join, ","), "-valkey", c.storeAddr(),
-		"-forward-timeout", forwardTimeout.String(), "-store-timeout", storeTimeout.String(),
+		"-forward-timeout", c.limits.forward.String(), "-store-timeout", c.limits.store.String(),
 		"-clock-offset", p.offset.String(), "-v")
 	p.ctr.Store(ctr)
 	p.SetAddr(ctr.ip + ":" + httpPort)

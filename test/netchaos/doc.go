@@ -8,17 +8,25 @@
 // images stay FROM scratch): DROP rules for partitions and blocked ports,
 // the statistic match for packet loss, and an NFQUEUE queue for latency,
 // whose packets ./nfdelay accepts a fixed time after they came (this
-// kernel has no sch_netem for tc). It also holds the clock-skew tests, in
+// kernel has no sch_netem for tc), and CFS CPU quotas (docker run --cpus,
+// and a busy loop moved into one node container's CPU cgroup) for the CPU
+// throttling scenario: slow is not dead. It also holds the clock-skew tests, in
 // process (node/nodetest with Config.Clock) and in containers (chaosnode's
 // -clock-offset). Each scenario prints one row of test/chaos's table; see
-// RESULTS.md.
+// RESULTS.md. And it holds the CPU quota tests, which need no Docker: the
+// demo cluster at a quarter of one CPU (TestDemoQuarterCPU) and a rolling
+// restart in process at half a CPU (TestRollingRestartHalfCPU), each in a
+// cgroup of its own with a CFS quota, as a Kubernetes CPU limit.
 //
 //	go test -v -count=1 ./test/netchaos/                            # the suite
 //	go test -v -count=1 ./test/netchaos/ -netchaos.results=RESULTS.md # and write the table
 //
 // The container tests skip, saying why, when no Docker daemon answers or
-// the test does not run as root (nsenter and iptables need it). Everything
-// they make carries the label ringlimit.netchaos; a run removes its own
-// things when it ends, even when it fails, and the leftovers of runs whose
-// process is gone when it starts.
+// the test does not run as root (nsenter and iptables need it); the CPU
+// quota tests skip when not root, when no cgroup with the cpu controller
+// can be made, and with -short. Everything the container tests make carries
+// the label ringlimit.netchaos, and every cgroup the quota tests make is
+// named ringlimit-quota-PID-N; a run removes its own things when it ends,
+// even when it fails, and the leftovers of runs whose process is gone when
+// it starts.
 package netchaos

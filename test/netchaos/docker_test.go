@@ -239,10 +239,12 @@ type container struct {
 	ip   string
 }
 
-// runContainer starts a container on nw at ip, removed (with -f) when the test ends.
-func runContainer(t testing.TB, nw *network, name, ip string, env []string, image string, args ...string) *container {
+// runContainer starts a container on nw at ip, with flags added to docker
+// run's, removed (with -f) when the test ends.
+func runContainer(t testing.TB, nw *network, name, ip string, flags, env []string, image string, args ...string) *container {
 	t.Helper()
 	a := append([]string{"run", "-d", "--name", name, "--network", nw.name, "--ip", ip}, labels()...)
+	a = append(a, flags...)
 	for _, e := range env {
 		a = append(a, "-e", e)
 	}

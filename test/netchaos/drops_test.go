@@ -17,3 +17,33 @@ time=2026-12-01T01:09:56.100Z level=WARN msg="node: hand-off push failed" node=n
 		t.Fatalf("countDrops = %v, want %v", got, want)
 	}
 }
+
+func TestCountOpens(t *testing.T) {
+	log := `time=2026-12-01T01:09:53.537Z level=WARN msg="failover: breaker state changed" node=n1 breaker=peer:n2 from=closed to=open
+time=2026-12-01T01:09:54.537Z level=INFO msg="failover: breaker state changed" node=n1 breaker=peer:n2 from=open to=half-open
+time=2026-12-01T01:09:54.600Z level=INFO msg="failover: breaker state changed" node=n1 breaker=peer:n2 from=half-open to=closed
+time=2026-12-01T01:09:55.000Z level=WARN msg="failover: breaker state changed" node=n1 breaker=store from=half-open to=open`
+	if got := countOpens(log); got != 2 {
+		t.Fatalf("countOpens = %d, want 2", got)
+	}
+}
+
+func TestCPUCgroupDir(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		v2   bool
+		want string
+	}{
+		{"4:memory:/docker/abc\n1:cpu:/docker/abc\n2:cpuacct:/docker/abc\n0::/\n", false, "/sys/fs/cgroup/cpu/docker/abc"},
+		{"5:cpu,cpuacct:/docker/abc\n0::/\n", false, "/sys/fs/cgroup/cpu,cpuacct/docker/abc"},
+		{"0::/system.slice/docker-abc.scope\n", true, "/sys/fs/cgroup/system.slice/docker-abc.scope"},
+	} {
+		got, err := cpuCgroupDir(tc.in, tc.v2)
+		if err != nil || got != tc.want {
+			t.Errorf("cpuCgroupDir(%q, %v) = %q, %v; want %q", tc.in, tc.v2, got, err, tc.want)
+		}
+	}
+	if _, err := cpuCgroupDir("3:memory:/docker/abc\n", false); err == nil {
+		t.Error("cpuCgroupDir found a CPU cgroup in a file without one")
+	}
+}

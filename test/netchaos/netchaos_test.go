@@ -46,6 +46,7 @@ func TestNetChaos(t *testing.T) {
 		{"restart-new-ip", func(t *testing.T, im images) row { return newIP(t, im, hold) }},
 		{"store-pause", func(t *testing.T, im images) row { return storeFault(t, im, hold, false) }},
 		{"store-kill", func(t *testing.T, im images) row { return storeFault(t, im, hold, true) }},
+		{"CPU throttling", func(t *testing.T, im images) row { return throttle(t, im, hold) }},
 	}
 	skews := []scenario{
 		{"skew-steady", skewSteady},
@@ -140,7 +141,13 @@ const keysPerNode = 4
 // begin starts a cluster of len(offsets) nodes, warms it up, records each
 // node's goroutines and open files, and starts the load.
 func begin(t *testing.T, im images, offsets []time.Duration, ru chaoskit.Rule) *run {
-	c := startCluster(t, im, offsets)
+	return beginLimited(t, im, offsets, ru, suiteLimits())
+}
+
+// beginLimited is begin with every node container run as lim says from its
+// start.
+func beginLimited(t *testing.T, im images, offsets []time.Duration, ru chaoskit.Rule, lim limits) *run {
+	c := startCluster(t, im, offsets, lim)
 	keys, owner := chaoskit.MakeKeys(t.Name(), c.Names(), keysPerNode)
 	chaoskit.WarmUp(t, loadConfig(ru), c.Targets())
 	r := &run{t: t, c: c, rule: ru, keys: keys, owner: owner, base: map[int]chaoskit.Stats{}}
@@ -183,14 +190,16 @@ func (ru *run) finish(victims, survivors []int, bound func(key string) int) row 
 	r := &ru.r
 	r.Nodes = len(c.cnodes)
 	all := r.Report(t, res, ru.from, ru.to)
-	if p99 := chaoskit.Percentile(all, 0.99); p99 > p99CallLatency {
+	lim := c.limits
+	p99Bound, maxBound := lim.forward+lim.store+callMargin, lim.forward+lim.store+stallMargin
+	if p99 := chaoskit.Percentile(all, 0.99); p99 > p99Bound {
 		t.Errorf("the 99th percentile of the calls took %s, more than %s (forward %s + store %s + margin %s)",
-			p99, p99CallLatency, forwardTimeout, storeTimeout, callMargin)
+			p99, p99Bound, lim.forward, lim.store, callMargin)
 	}
-	if r.Max > maxCallLatency {
-		n, _ := slices.BinarySearch(all, maxCallLatency+1)
+	if r.Max > maxBound {
+		n, _ := slices.BinarySearch(all, maxBound+1)
 		t.Errorf("%d calls took longer than %s (forward %s + store %s + stall margin %s); the slowest %s",
-			len(all)-n, maxCallLatency, forwardTimeout, storeTimeout, stallMargin, r.Max)
+			len(all)-n, maxBound, lim.forward, lim.store, stallMargin, r.Max)
 	}
 
 	ru.drops = c.drops()

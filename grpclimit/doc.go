@@ -1,0 +1,42 @@
+// Package grpclimit rate-limits gRPC calls with any ringlimit.Limiter: server
+// interceptors that refuse calls over their limit, and client interceptors
+// that wait for the fleet's limit before each call.
+//
+// It is a module of its own, so that the ringlimit module never imports grpc.
+//
+// # Server
+//
+// An Interceptor decides each call (each stream, for a streaming method)
+// before its handler runs, exactly as an httplimit.Middleware decides a
+// request: one fixed rule (WithRule), or the rules of a rules.Set that match
+// the call (WithRules, the same YAML as httplimit's). A call stands for an
+// HTTP request whose method is POST, whose path is the call's full method
+// ("/pkg.Service/Method") and whose headers are the call's metadata, so a
+// rule's match.path matches full methods ("/pkg.Service/" for a whole
+// service), and its key spec reads:
+//
+//	ip           the peer's address (the x-forwarded-for metadata of trusted proxies, see WithClientIP)
+//	header:NAME  the first value of the metadata NAME
+//	route        the full method
+//
+// A call over its limit ends with codes.ResourceExhausted, and its trailers
+// carry the rate-limit fields that httplimit sends as headers, under the same
+// names in lower case:
+//
+//	ratelimit-policy: "name";q=5;w=60
+//	ratelimit: "name";r=0;t=12
+//	retry-after: 12
+//	x-ratelimit-limit, x-ratelimit-remaining, x-ratelimit-reset, x-ratelimit-retry-after
+//
+// An admitted call gets the same fields (less retry-after) in its response
+// header metadata. A call without a usable key ends with
+// codes.InvalidArgument, and one that the limiter cannot decide
+// (ringlimit.ErrClosed, say) with codes.Unavailable, or passes with
+// WithFailOpen. Neither status reveals the underlying error.
+//
+// # Client
+//
+// UnaryClientInterceptor and StreamClientInterceptor call a Waiter's WaitN
+// before each call, so that a client of a fleet sends no faster than the
+// fleet's limit allows, instead of being refused.
+package grpclimit
