@@ -189,8 +189,11 @@ func sortedNames[V any](m map[string]V) []string {
 // the copy), and goes to the store for a crash.
 func (n *Node) push(to string, items []pushItem) {
 	o := &n.own
+	o.mu.Lock()
+	vid := o.viewID
+	o.mu.Unlock()
 	for try := 0; ; try++ {
-		res, err := n.holdCall(to, &holdMsg{kind: holdPush, from: n.name, viewID: n.own.viewID, items: items}, n.pushTimeout())
+		res, err := n.holdCall(to, &holdMsg{kind: holdPush, from: n.name, viewID: vid, items: items}, n.pushTimeout())
 		refusedAll := err == nil && res.Err != nil || errors.Is(err, ringlimit.ErrClosed)
 		if refusedAll || err == nil && len(res.State) == len(items) {
 			o.begin()

@@ -33,7 +33,7 @@ import (
 // again only if the core is quiet (no key changes hands), so no fast
 // decision starts a key an event is giving away or has given away.
 type owner struct {
-	mu     sync.Mutex
+	mu     sync.RWMutex // events: Lock; Peek and the decisions it allows: RLock
 	core   *hold.Core
 	quiet  atomic.Bool  // the core is quiet and joined (set by end)
 	moving atomic.Int64 // events between begin and end

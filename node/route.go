@@ -202,6 +202,27 @@ func validateOnce(req *peer.Request, checked *bool) error {
 // peer. For OpAllowAll the decisions go to *all.
 func (n *Node) here(ctx context.Context, now time.Time, h uint64, req *peer.Request, via string, fwd bool, all *[]ringlimit.Decision) (ringlimit.Decision, string, error) {
 	o := &n.own
+	if via == "" {
+		// Most calls while keys change hands are on keys the change does
+		// not touch: the core's Peek says so under the read lock, and
+		// such calls go on, or are decided, side by side.
+		o.mu.RLock()
+		if n.local.Has(req.Key) {
+			d, err := n.decideLocked(ctx, now, req, all)
+			o.mu.RUnlock()
+			return d, "", err
+		}
+		to, ok := o.core.Peek(req.Key, h)
+		if ok && to == "" {
+			d, err := n.decideLocked(ctx, now, req, all)
+			o.mu.RUnlock()
+			return d, "", err
+		}
+		o.mu.RUnlock()
+		if ok {
+			return ringlimit.Decision{}, to, nil
+		}
+	}
 	var deadline time.Time
 	for {
 		o.begin()
@@ -254,7 +275,7 @@ func (n *Node) here(ctx context.Context, now time.Time, h uint64, req *peer.Requ
 func (n *Node) decideLocked(ctx context.Context, now time.Time, req *peer.Request, all *[]ringlimit.Decision) (ringlimit.Decision, error) {
 	switch req.Op {
 	case peer.OpReset:
-		delete(n.own.vers, req.Key)
+		// (The key's version, if it has one, goes with the next sweep.)
 		return ringlimit.Decision{}, n.local.Reset(ctx, req.Key)
 	case peer.OpAllowAll:
 		ds, err := n.local.AllowAllAt(now, req.Key, req.Rules, req.N)

@@ -341,6 +341,32 @@ func (c *Core) Call(k Call) Action {
 	return Action{Kind: Decide}
 }
 
+// Peek is what Call says for a call on key with no state here and no Via,
+// when it can say so without changing anything: ok false if only Call can
+// (a mark, a pull on its way, the node leaving or not joined yet, a source
+// that may hold the key). to is the member the call goes to ("" : decide
+// here; a forwarded call is answered Moved to it). A shell may run Peek
+// concurrently with other Peeks (under a read lock), and act on it while
+// no event runs.
+func (c *Core) Peek(key string, h uint64) (to string, ok bool) {
+	if c.Seeded && !c.joined || c.leaving != nil {
+		return "", false
+	}
+	if _, marked := c.marks[key]; marked {
+		return "", false
+	}
+	if _, pulling := c.pulls[key]; pulling {
+		return "", false
+	}
+	if o := c.Owner(h); o != c.self {
+		return o, true
+	}
+	if to, _ := c.nextSource(key, h, nil); to != "" {
+		return "", false
+	}
+	return "", true
+}
+
 // away sends a call on to the member to: Forward for a call made here,
 // Moved for a forwarded one.
 func (c *Core) away(k Call, to string) Action {
