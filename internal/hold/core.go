@@ -145,8 +145,8 @@ type Core struct {
 
 	srcs    []*source
 	nextSrc uint64
-	marks     map[string]*mark
-	pulls     map[string]*flight
+	marks   map[string]*mark
+	pulls   map[string]*flight
 
 	maxMarks int
 	// MaxUntil bounds how long a mark lasts when the state it stands for
