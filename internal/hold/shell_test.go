@@ -4,6 +4,7 @@ package hold
 // on the simulated network and store.
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -196,8 +197,14 @@ func (s *sim) route(n *snode, c *scall, via string) {
 	if c.done || c.dropped {
 		return
 	}
-	a := n.core.Call(Call{Key: c.key, Hash: ring.Hash(c.key), Has: n.lim.Has(c.key), Via: via, Now: s.nodeNow(n)})
+	h, has := ring.Hash(c.key), n.lim.Has(c.key)
+	peekTo, peekOK := n.core.Peek(c.key, h)
+	a := n.core.Call(Call{Key: c.key, Hash: h, Has: has, Via: via, Now: s.nodeNow(n)})
 	s.logf("%s call %d %s via %q: %s %s", n.name, c.id, c.key, via, a.Kind, a.To)
+	if peekOK && via == "" && !has && !(peekTo == "" && a.Kind == Decide || peekTo != "" && a.Kind == Forward && a.To == peekTo) {
+		// node acts on Peek under a read lock: it must say what Call says.
+		panic(fmt.Sprintf("%s: Peek(%s) said %q, Call said %s %s", n.name, c.key, peekTo, a.Kind, a.To))
+	}
 	switch a.Kind {
 	case Decide:
 		s.finish(c, s.decide(n, c))
