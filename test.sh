@@ -58,7 +58,7 @@ fi
 # container scenarios need a Docker daemon and root; without them they skip,
 # saying why (its in-process clock-skew test runs anyway). It runs after the
 # other packages, so that it does not share the 2 cores with test/chaos.
-netchaos=(go test -race -count=1 "$@" ./test/netchaos/)
+netchaos=(go test -race -count=1 -timeout 25m "$@" ./test/netchaos/)
 if docker info >/dev/null 2>&1; then
 	sudo=""
 	if [ "$(id -u)" -ne 0 ]; then
@@ -78,7 +78,7 @@ if docker info >/dev/null 2>&1; then
 			DEBIAN_FRONTEND=noninteractive ${sudo:+sudo -n} apt-get install -y -qq "${tool##*:}" >/dev/null || echo "test.sh: could not install ${tool##*:}; test/netchaos's container scenarios will skip" >&2
 		fi
 	done
-	echo "test.sh: a Docker daemon answers: test/netchaos runs its container scenarios (about 5 minutes)" >&2
+	echo "test.sh: a Docker daemon answers: test/netchaos runs its container scenarios and its CPU-quota runs (about 8 minutes)" >&2
 	netchaos=($sudo "${netchaos[@]}")
 else
 	echo "test.sh: no Docker daemon answers: test/netchaos's container scenarios SKIP (only its in-process clock-skew test runs)" >&2
