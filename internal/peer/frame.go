@@ -216,7 +216,7 @@ func parseRequest(typ byte, body []byte) (Request, error) {
 		if len(body) < 1 || len(body) < 1+int(body[0]) {
 			return Request{}, fmt.Errorf("%w: take of %d bytes", ErrMalformed, len(body))
 		}
-		return Request{Op: OpTake, From: string(body[1 : 1+body[0]]), Key: string(body[1+body[0]:])}, nil
+		return Request{Op: OpTake, From: string(body[1 : 1+int(body[0])]), Key: string(body[1+int(body[0]):])}, nil
 	case typeStates:
 		return parseStates(body)
 	case typeAllowAll:
@@ -225,8 +225,8 @@ func parseRequest(typ byte, body []byte) (Request, error) {
 		if len(body) < 1 || len(body) < 1+int(body[0]) {
 			return Request{}, fmt.Errorf("%w: redirected request of %d bytes", ErrMalformed, len(body))
 		}
-		from := string(body[1 : 1+body[0]])
-		r, err := parseRequest(typeAllow, body[1+body[0]:])
+		from := string(body[1 : 1+int(body[0])])
+		r, err := parseRequest(typeAllow, body[1+int(body[0]):])
 		r.From = from
 		if from == "" && !errors.Is(err, ErrMalformed) {
 			err = fmt.Errorf("%w: redirected request without a sender", ErrMalformed)

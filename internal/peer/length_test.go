@@ -3,8 +3,11 @@ package peer
 import (
 	"encoding/binary"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/ringlimit/ringlimit"
 )
 
 // heapAlloc is the live heap after a collection.
@@ -85,4 +88,27 @@ func TestAnnouncedLengthCountsInFlight(t *testing.T) {
 		}
 	}
 	waitFor(t, func() bool { return s.pending.Load() == 0 })
+}
+
+// A sender's name of 255 bytes, the longest a frame carries, parses back:
+// the offset past it is 256, which a byte cannot hold (1+body[0] wrapped to
+// 0 and the parser panicked on a slice [1:0]).
+func TestLongestFromParses(t *testing.T) {
+	from := strings.Repeat("n", 255)
+	rule := ringlimit.Rule{Limit: 1, Window: time.Second}
+	for _, r := range []Request{
+		{Op: OpTake, Key: "k", From: from},
+		{Op: OpAllow, Key: "k", From: from, Rule: rule, N: 1},
+		{Op: OpAllowAll, Key: "k", From: from, Rules: []ringlimit.Rule{rule}, N: 1},
+	} {
+		b := appendRequest(nil, 1, &r)
+		typ, _, n, err := parseHeader(b[:headerLen])
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := parseRequest(typ, b[headerLen:headerLen+n])
+		if err != nil || got.From != from || got.Key != "k" {
+			t.Fatalf("op %d: from of %d bytes, key %q, %v", r.Op, len(got.From), got.Key, err)
+		}
+	}
 }

@@ -48,8 +48,8 @@ func parseAllowAll(body []byte) (Request, error) {
 	if len(body) < 2 || len(body) < 2+int(body[0]) {
 		return bad("short")
 	}
-	r := Request{Op: OpAllowAll, From: string(body[1 : 1+body[0]])}
-	body2 := body[1+body[0]:]
+	r := Request{Op: OpAllowAll, From: string(body[1 : 1+int(body[0])])}
+	body2 := body[1+int(body[0]):]
 	k := int(body2[0])
 	body2 = body2[1:]
 	if len(body2) < k*ruleLen+8 {
