@@ -102,7 +102,8 @@ func readName(b []byte) (string, []byte, bool) {
 	if len(b) < 1 || len(b) < 1+int(b[0]) {
 		return "", nil, false
 	}
-	return string(b[1 : 1+b[0]]), b[1+b[0]:], true
+	n := 1 + int(b[0]) // (as an int: 1+b[0] is a byte, and wraps at 255)
+	return string(b[1:n]), b[n:], true
 }
 
 // holdRequest encodes m as a peer request.
