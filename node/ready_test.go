@@ -15,7 +15,10 @@ import (
 // (here long before the hand-off window ends), and holds those keys' states
 // then; a closed node is not ready.
 func TestReady(t *testing.T) {
-	c := nodetest.Start(t, 2, func(cfg *node.Config) { cfg.HandoffWindow = time.Hour })
+	// (A window of 3 s: a Done that reaches the new node before it sees the
+	// change is not kept, and the node is then ready when the window ends,
+	// its pushes long in.)
+	c := nodetest.Start(t, 2, func(cfg *node.Config) { cfg.HandoffWindow = 3 * time.Second })
 	a := c.Nodes[0]
 	if !a.Ready() {
 		t.Fatal("a node with no Join addresses is not ready")
@@ -56,7 +59,9 @@ func TestReady(t *testing.T) {
 func TestConcurrentPullsShareOne(t *testing.T) {
 	c := nodetest.Start(t, 1, func(cfg *node.Config) { cfg.HandoffWindow = time.Hour })
 	j := c.Add(t)
-	waitFor(t, 10*time.Second, "the new node ready", j.Ready)
+	// (Not Ready: a Done that reaches j before j sees the change is not
+	// kept, and j is then Ready only when the hour's window ends.)
+	c.WaitMembers(t, 10*time.Second, c.Nodes...)
 	rule := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: 1000, Window: time.Hour}
 	keys := keysOwnedBy(j, j.Name(), 4)
 	before := j.Stats().Pulls
