@@ -82,16 +82,12 @@ func (n *Node) ringChanged(r *ring.Ring, incs map[string]uint64) {
 		o.viewID, o.pushFail, o.cur, o.changedAt = id, false, v, time.Now()
 		o.view.Store(r)
 	}
-	if changed {
-		// The arcs this node lost, recorded with the view under the lock:
-		// a push that sees the view sees them (see pushOnce).
-		n.moves.lost(prev, r, n.name)
-	}
 	joined := o.core.Joined()
 	o.end()
 	if !changed {
 		return
 	}
+	n.moves.lost(prev, r, n.name)
 	if r.Len() > 1 {
 		n.joinedOnce.Do(func() { close(n.joined) })
 	}
@@ -134,12 +130,9 @@ func (n *Node) pushOnce() {
 		keys = append(keys, key) // (a key of several indexes comes once each: the second give finds nothing)
 		return true
 	}
-	// The moves and the view they are for, in one step: Done for a view is
-	// said only by a push that took its moves (a push that ran while the
-	// view came, on the moves of the one before, must not say it).
-	n.own.mu.Lock()
 	arcs, strays, all := n.moves.take()
-	leaving, vid := n.own.core.Leaving(), n.own.viewID
+	n.own.mu.Lock()
+	leaving := n.own.core.Leaving()
 	n.own.mu.Unlock()
 	if all || leaving {
 		n.local.Range(add)
@@ -176,7 +169,7 @@ func (n *Node) pushOnce() {
 			items = items[k:]
 		}
 	}
-	n.maybeDone(vid)
+	n.maybeDone()
 }
 
 func sortedNames[V any](m map[string]V) []string {
@@ -244,12 +237,12 @@ func (n *Node) push(to string, items []pushItem) {
 	}
 }
 
-// maybeDone tells every member Done for the view vid once this node's
-// pushes for it are confirmed and the core is Clean, once per view.
-func (n *Node) maybeDone(vid uint64) {
+// maybeDone tells every member Done once this node's pushes are confirmed
+// and the core is Clean, once per view.
+func (n *Node) maybeDone() {
 	o := &n.own
 	o.mu.Lock()
-	if o.viewID != vid || o.pushFail || len(o.outbox) > 0 || !o.core.Clean() || o.core.Leaving() || o.sentDone == o.viewID {
+	if o.pushFail || len(o.outbox) > 0 || !o.core.Clean() || o.core.Leaving() || o.sentDone == o.viewID {
 		o.mu.Unlock()
 		return
 	}
