@@ -301,8 +301,8 @@ func (n *Node) startPull(key string, h uint64, a hold.Action) {
 	n.bgMu.Lock()
 	defer n.bgMu.Unlock()
 	if n.bgOff {
-		// Closing: nobody is asked; the key is given up on, here and now.
-		n.endPull(key, h, a)
+		// Closing: nobody is asked; the key is given up on.
+		go n.endPull(key, h, a)
 		return
 	}
 	n.bg.Add(1)
@@ -394,8 +394,8 @@ func (n *Node) afterPull(key string, h uint64, act hold.Action, now int64) bool 
 		return false
 	case hold.Decide:
 		n.release(key, "")
-		if to := o.core.Stray(h); to != "" && !o.core.Leaving() {
-			n.sendLocked(key, to, now)
+		if o.core.Stray(h) != "" && !o.core.Leaving() {
+			n.sendLocked(key, o.core.Stray(h), now)
 		}
 	case hold.Forward:
 		if act.PushTo != "" {
@@ -410,9 +410,9 @@ func (n *Node) afterPull(key string, h uint64, act hold.Action, now int64) bool 
 
 // askPull asks the member a.To for key's state.
 func (n *Node) askPull(key string, a hold.Action) hold.Answer {
-	n.own.mu.RLock()
+	n.own.mu.Lock()
 	path := slices.Clone(n.own.core.Path(key))
-	n.own.mu.RUnlock()
+	n.own.mu.Unlock()
 	m := &holdMsg{kind: holdPull, from: n.name, key: key, want: a.Inc, gone: a.Gone, goneInc: a.GoneInc, path: path}
 	res, err := n.holdCall(a.To, m, 0)
 	if err != nil {
@@ -501,8 +501,11 @@ func (n *Node) serveHold(items []peer.Item) peer.Result {
 			Gone: m.gone, GoneInc: m.goneInc, Has: n.local.Has(m.key), Now: now})
 		a := r.A
 		if r.Give {
-			if it, ok := n.giveLocked(m.key, m.from, now); ok {
-				a = hold.Answer{Kind: hold.State, St: &it.st, Ver: it.ver}
+			if st, ok := n.local.Take(m.key); ok {
+				ver := o.given(m.key, now)
+				c := st
+				o.core.Gave(m.key, m.from, ver, &c, st.Until)
+				a = hold.Answer{Kind: hold.State, St: &st, Ver: ver}
 				n.stats.handedOff.Add(1)
 			} else {
 				a = hold.Answer{Kind: hold.None}
@@ -618,7 +621,9 @@ func (n *Node) tick() {
 	if !o.core.Joined() && time.Since(n.started) >= n.cfg.HandoffWindow {
 		o.core.Alone()
 	}
-	o.sweep(n.local)
+	if len(o.vers) > 0 {
+		o.sweep(n.local)
+	}
 	joined := o.core.Joined()
 	o.end()
 	if joined {

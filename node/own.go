@@ -89,7 +89,7 @@ func (o *owner) init(self string, seeded, stored bool, now int64) {
 	o.vers = map[string]hold.Version{}
 	o.outbox = map[string][]pushItem{}
 	o.base = uint64(max(now, 1))
-	o.origin = randOrigin()
+	o.origin = rand.Uint64() | 1
 	o.view.Store(ring.New(nil, 0))
 	o.cur = view{Ring: ring.New(nil, 0)}
 }
@@ -171,7 +171,7 @@ func (o *owner) given(key string, now int64) hold.Version {
 	v, ok := o.vers[key]
 	if !ok {
 		v = hold.Version{Epoch: o.base, Seq: o.wseq}
-		v.Origins[0] = randOrigin()
+		v.Origins[0] = rand.Uint64() | 1
 	}
 	delete(o.vers, key)
 	return v.Next(now)
