@@ -178,6 +178,8 @@ type Config struct {
 	// hook for tests that drop or delay traffic. If nil, the transport is
 	// used as it is.
 	WrapTransport func(self string, t Transport) Transport
+
+	afterCreate func(*Membership) // tests: runs after memberlist starts, before the first ring
 }
 
 // DefaultLANConfig returns a Config for a cluster on a local network:

@@ -193,7 +193,16 @@ func NewMembership(cfg Config) (*Membership, error) {
 	}
 	m.ml = ml
 	m.gossipAddr = ml.LocalNode().Address()
-	m.apply() // the first ring: this member alone; no Event for it
+	if cfg.afterCreate != nil {
+		cfg.afterCreate(m)
+	}
+	// The first ring is this member alone, with no Event for it. Members
+	// may know of it already (a restart on the port they reconnect to):
+	// run delivers them as the first Event, like any later change.
+	m.ring.Store(New([]string{cfg.Name}, cfg.VirtualNodes))
+	m.peers.Store(&map[string]string{cfg.Name: cfg.RPCAddr})
+	m.incs = map[string]uint64{cfg.Name: cfg.Incarnation}
+	m.notify()
 
 	m.wg.Add(1)
 	go m.run()

@@ -596,3 +596,32 @@ func TestEventCarriesAddresses(t *testing.T) {
 		t.Fatalf("first event's Addrs = %v, want addr-a and addr-b at their RPC addresses", ev.Addrs)
 	}
 }
+
+// Members that know of a member before its first ring is published (they
+// reconnect to a restarted member's port as soon as it listens) come to it
+// as its first Event: that ring is not taken for the member alone, and an
+// OnChange that builds on Events sees them.
+func TestMembersKnownAtStartAreAnEvent(t *testing.T) {
+	ms := startCluster(t, 2, nil)
+	cfg := FastLocalConfig("late")
+	cfg.afterCreate = func(m *Membership) {
+		if _, err := ms[0].Join([]string{m.ml.LocalNode().Address()}); err != nil {
+			t.Errorf("join the new member: %v", err)
+			return
+		}
+		waitFor(t, 10*time.Second, "the new member to know the others", func() bool {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			return len(m.members) == 3
+		})
+	}
+	m := start(t, cfg)
+	want := []string{"late", "node-0", "node-1"}
+	waitFor(t, 10*time.Second, "an Event with every member", func() bool {
+		in, _ := m.events.net()
+		return slices.Equal(in, want[1:])
+	})
+	if got := m.Ring().Members(); !slices.Equal(got, want) {
+		t.Fatalf("ring %v, want %v", got, want)
+	}
+}

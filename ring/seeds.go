@@ -28,10 +28,12 @@ const defaultSeedInterval = time.Second
 // with new addresses (a Kubernetes Deployment rolled at once, behind a
 // headless Service) forms again from the names alone.
 func (m *Membership) JoinSeeds(ctx context.Context) (int, error) {
-	addrs := m.seedAddrs(ctx)
+	addrs, members := m.seedAddrs(ctx)
 	if len(addrs) == 0 {
-		if len(m.cfg.Seeds) == 0 {
-			return 0, nil
+		if len(m.cfg.Seeds) == 0 || members > 0 {
+			// Nothing to join, or every seed is a member already (they
+			// found this member first): joined.
+			return members, nil
 		}
 		return 0, fmt.Errorf("ring: join seeds %v: no address to join", m.cfg.Seeds)
 	}
@@ -56,15 +58,19 @@ func (m *Membership) JoinSeeds(ctx context.Context) (int, error) {
 }
 
 // seedAddrs resolves the seeds and returns the addresses to join: no
-// duplicates, not this member, not a live member, at most maxSeedAddrs.
-func (m *Membership) seedAddrs(ctx context.Context) []string {
-	skip := map[string]bool{m.gossipAddr: true, m.bindAddr: true}
+// duplicates, not this member, not a live member, at most maxSeedAddrs;
+// and how many seed addresses are live members already.
+func (m *Membership) seedAddrs(ctx context.Context) (addrs []string, members int) {
+	self := map[string]bool{m.gossipAddr: true, m.bindAddr: true}
+	live := map[string]bool{}
 	m.mu.Lock()
-	for _, info := range m.members {
-		skip[info.addr] = true
+	for name, info := range m.members {
+		if name != m.cfg.Name {
+			live[info.addr] = true
+		}
 	}
 	m.mu.Unlock()
-	var addrs []string
+	skip := map[string]bool{}
 	for _, seed := range m.cfg.Seeds {
 		host, port, err := net.SplitHostPort(seed)
 		if err != nil { // a bare host: this member's own port
@@ -92,14 +98,19 @@ func (m *Membership) seedAddrs(ctx context.Context) []string {
 			if _, _, err := net.SplitHostPort(h); err != nil {
 				addr = net.JoinHostPort(h, port)
 			}
-			if !skip[addr] {
-				skip[addr] = true
-				addrs = append(addrs, addr)
+			if skip[addr] || self[addr] {
+				continue
 			}
+			skip[addr] = true
+			if live[addr] {
+				members++
+				continue
+			}
+			addrs = append(addrs, addr)
 		}
 	}
 	rand.Shuffle(len(addrs), func(i, j int) { addrs[i], addrs[j] = addrs[j], addrs[i] })
-	return addrs[:min(len(addrs), maxSeedAddrs)]
+	return addrs[:min(len(addrs), maxSeedAddrs)], members
 }
 
 // seedLoop joins the seeds every SeedInterval while this member is alone or

@@ -101,7 +101,7 @@ func TestSeedAddrs(t *testing.T) {
 	cfg.SeedInterval = -1
 	m := start(t, cfg)
 	dns.set([]string{"10.0.0.9", "10.0.0.9", "10.0.0.8:9", m.GossipAddr()})
-	got := m.seedAddrs(context.Background())
+	got, _ := m.seedAddrs(context.Background())
 	want := map[string]bool{"10.0.0.9:7000": true, "10.0.0.8:9": true, "10.0.0.1:7001": true}
 	if len(got) != len(want) {
 		t.Fatalf("seedAddrs = %v, want %v", got, want)
@@ -116,7 +116,7 @@ func TestSeedAddrs(t *testing.T) {
 		many = append(many, net.JoinHostPort("10.1.0."+strconv.Itoa(i%250), strconv.Itoa(1000+i)))
 	}
 	dns.set(many)
-	if got := m.seedAddrs(context.Background()); len(got) != maxSeedAddrs {
+	if got, _ := m.seedAddrs(context.Background()); len(got) != maxSeedAddrs {
 		t.Fatalf("%d addresses from %d resolved, want at most %d", len(got), len(many)+1, maxSeedAddrs)
 	}
 }
@@ -138,5 +138,24 @@ func TestLonely(t *testing.T) {
 	alone := start(t, FastLocalConfig("alone"))
 	if !alone.lonely() {
 		t.Fatal("a member alone is not lonely")
+	}
+}
+
+// A member that its seeds found first (they reconnect to its port when it
+// restarts) has joined: JoinSeeds says so, rather than "no address to join"
+// (which made a node decide alone while it knew every member).
+func TestJoinSeedsWhenEverySeedIsAMember(t *testing.T) {
+	ms := startCluster(t, 2, nil)
+	cfg := FastLocalConfig("late")
+	cfg.Seeds = []string{ms[0].GossipAddr(), ms[1].GossipAddr()}
+	cfg.SeedInterval = -1
+	m := start(t, cfg)
+	if _, err := ms[0].Join([]string{m.GossipAddr()}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the late member to know both", func() bool { return m.Ring().Len() == 3 })
+	n, err := m.JoinSeeds(context.Background())
+	if err != nil || n != 2 {
+		t.Fatalf("JoinSeeds = %d, %v; want 2 seeds that are members already, no error", n, err)
 	}
 }
