@@ -65,19 +65,72 @@ func (n *Node) now() time.Time {
 // nowMs is the node's clock in ms.
 func (n *Node) nowMs() int64 { return n.now().UnixMilli() }
 
-// ringChanged gives the core the new view. It runs on the membership's
+// ringChanged gives the core the new view: the membership's ring, less the
+// members known to leave (see leaves). It runs on the membership's
 // goroutine after each change.
 func (n *Node) ringChanged(r *ring.Ring, incs map[string]uint64) {
 	o := &n.own
-	v := view{r, incs}
-	id := v.id()
 	o.begin()
+	o.gossip = view{r, incs}
+	n.applyView()
+}
+
+// leaves records that the member named name, in its incarnation inc, leaves:
+// it refused a push as a leaver. Until the membership says so too, this
+// node's view holds it no more, so that this node sends it no state and no
+// call, and its keys go to their next owners at once.
+func (n *Node) leaves(name string, inc uint64) {
+	o := &n.own
+	o.begin()
+	if o.leavers[name] == inc || o.gossip.incs[name] != inc || !o.gossip.Contains(name) {
+		o.end() // known already, or gone or restarted since
+		return
+	}
+	if len(o.leavers) >= maxLeavers {
+		clear(o.leavers)
+	}
+	o.leavers[name] = inc
+	if n.tracing {
+		n.trace("leaver", "member", name, "inc", inc)
+	}
+	n.applyView()
+}
+
+// maxLeavers bounds the leavers remembered (past it they are forgotten:
+// their refusals teach them again).
+const maxLeavers = 256
+
+// applyView gives the core the membership's ring less the leavers, if that
+// is a new view. It ends the event begun by its caller.
+func (n *Node) applyView() {
+	o := &n.own
+	v := o.gossip
+	if len(o.leavers) > 0 {
+		var keep []string
+		for _, m := range v.Members() {
+			if inc, ok := o.leavers[m]; !ok || v.incs[m] != inc {
+				keep = append(keep, m)
+			}
+		}
+		for m, inc := range o.leavers {
+			if !v.Contains(m) || v.incs[m] != inc {
+				delete(o.leavers, m) // gone, or back in another incarnation
+			}
+		}
+		if len(keep) != v.Len() {
+			v = view{ring.New(keep, v.VirtualNodes()), v.incs}
+		}
+	}
+	r, id := v.Ring, v.id()
 	prev := o.view.Load()
 	if prev.Len() == 0 {
 		prev = nil // the first ring: calls decided before it had none to go by
 	}
 	changed := id != o.viewID
 	if changed {
+		if n.tracing {
+			n.trace("view", "view", id, "members", r.Members())
+		}
 		o.core.SetView(v, v.without(n.name), id, n.nowMs())
 		o.viewID, o.pushFail, o.cur, o.changedAt = id, false, v, time.Now()
 		o.view.Store(r)
@@ -123,8 +176,8 @@ func (n *Node) pushLoop() {
 // the core's view, or in the ring without this node while it leaves) to
 // that member, pushes them, and says Done if it may. What it visits: the
 // arcs this node lost since the last push and the stray keys (moves), or
-// every key.
-func (n *Node) pushOnce() {
+// every key. It returns how many states it gave.
+func (n *Node) pushOnce() (given int) {
 	var keys []string
 	add := func(key string, _ local.State) bool {
 		keys = append(keys, key) // (a key of several indexes comes once each: the second give finds nothing)
@@ -151,6 +204,7 @@ func (n *Node) pushOnce() {
 		if to := o.core.Stray(ring.Hash(key)); to != "" {
 			if it, ok := n.giveLocked(key, to, now); ok {
 				o.outbox[to] = append(o.outbox[to], it)
+				given++
 			}
 		}
 	}
@@ -170,6 +224,7 @@ func (n *Node) pushOnce() {
 		}
 	}
 	n.maybeDone()
+	return given
 }
 
 func sortedNames[V any](m map[string]V) []string {
@@ -196,8 +251,14 @@ func (n *Node) push(to string, items []pushItem) {
 		res, err := n.holdCall(to, &holdMsg{kind: holdPush, from: n.name, viewID: vid, items: items}, n.pushTimeout())
 		refusedAll := err == nil && res.Err != nil || errors.Is(err, ringlimit.ErrClosed)
 		if refusedAll || err == nil && len(res.State) == len(items) {
+			if leaver := errors.Is(err, ringlimit.ErrClosed) || err == nil && slices.Contains(res.State, refusedLeaving); leaver && len(items) > 0 {
+				n.leaves(to, items[0].inc) // (first: the states come back to this node's new view)
+			}
 			o.begin()
 			for i, it := range items {
+				if n.tracing {
+					n.trace("pushed", "key", it.key, "to", to, "refused", refusedAll || res.State[i] != 0)
+				}
 				if !refusedAll && res.State[i] == 0 {
 					o.core.Confirmed(it.key, to)
 					n.stats.handedOff.Add(1)
@@ -220,6 +281,9 @@ func (n *Node) push(to string, items []pushItem) {
 			if st, ver, ok := o.core.Pending(it.key, to); ok {
 				again = append(again, pushItem{key: it.key, st: *st, ver: ver, inc: it.inc})
 			}
+		}
+		if n.tracing {
+			n.trace("push unanswered", "to", to, "items", len(items), "again", len(again), "try", try, "err", err)
 		}
 		if try >= 2 || len(again) == 0 || !n.members.Ring().Contains(to) {
 			if len(again) > 0 {
@@ -256,6 +320,9 @@ func (n *Node) maybeDone() {
 		if _, err := n.holdCall(m, &holdMsg{kind: holdDone, from: n.name, viewID: id}, 0); err != nil {
 			ok = false
 		}
+	}
+	if n.tracing {
+		n.trace("done sent", "view", id, "ok", ok)
 	}
 	if ok {
 		o.mu.Lock()
@@ -341,7 +408,11 @@ func (n *Node) drivePull(key string, h uint64, a hold.Action) {
 			ans := n.askPull(key, a)
 			now := n.nowMs()
 			o.begin()
-			act := o.core.Pulled(key, h, from, ans, o.held(n.local, key), now)
+			held := o.held(n.local, key)
+			act := o.core.Pulled(key, h, from, ans, held, now)
+			if n.tracing {
+				n.trace("pulled", "key", key, "from", from, "answer", ans.Kind, "answerTo", ans.To, "st", ans.St != nil, "held", held != nil, "act", act.Kind, "to", act.To, "install", act.Install, "pushTo", act.PushTo)
+			}
 			if act.Install {
 				st, ver := ans.St, ans.Ver
 				if act.St != nil {
@@ -366,11 +437,14 @@ func (n *Node) drivePull(key string, h uint64, a hold.Action) {
 			now := n.nowMs()
 			o.begin()
 			act := o.core.Loaded(key, l.holder, l.holderInc)
+			if n.tracing {
+				n.trace("loaded", "key", key, "found", l.st != nil, "err", l.err, "holder", l.holder, "cleared", a.Cleared, "act", act.Kind, "to", act.To)
+			}
 			if act.Kind == hold.Decide && l.st != nil && !n.local.Has(key) {
 				if n.local.Import(key, *l.st) {
 					// A load starts a branch of its own: two nodes that
 					// load one key apart merge when they meet.
-					o.vers[key] = hold.Join(l.ver.Next(now), hold.Fresh(now, randOrigin()))
+					o.vers[key] = l.ver.Loaded(now, randOrigin())
 				}
 			}
 			done := n.afterPull(key, h, act, now)
@@ -394,8 +468,8 @@ func (n *Node) afterPull(key string, h uint64, act hold.Action, now int64) bool 
 		return false
 	case hold.Decide:
 		n.release(key, "")
-		if o.core.Stray(h) != "" && !o.core.Leaving() {
-			n.sendLocked(key, o.core.Stray(h), now)
+		if to := o.core.Stray(h); to != "" {
+			n.sendLocked(key, to, now) // (a leaving node's too: it keeps nothing)
 		}
 	case hold.Forward:
 		if act.PushTo != "" {
@@ -433,6 +507,7 @@ type loaded struct {
 	ver       hold.Version
 	holder    string // another member's claim on the key stands
 	holderInc uint64
+	err       error // the store could not be read
 }
 
 // load reads key's state from the store, if there is one and it answers
@@ -448,7 +523,7 @@ func (n *Node) load(key string, cleared []string) loaded {
 	l, err := n.states.ClaimState(ctx, key, remote.Claim{Member: n.name, Inc: n.own.core.Inc, Cleared: cleared, TTL: claimTTL})
 	if err != nil {
 		n.stats.loadFailures.Add(1)
-		return loaded{}
+		return loaded{err: err}
 	}
 	n.stats.loads.Add(1)
 	if l.Holder != "" && l.Holder != n.name {
@@ -500,6 +575,9 @@ func (n *Node) serveHold(items []peer.Item) peer.Result {
 		r := o.core.Asked(hold.Ask{Key: m.key, Hash: h, From: m.from, Inc: m.want, Path: m.path,
 			Gone: m.gone, GoneInc: m.goneInc, Has: n.local.Has(m.key), Now: now})
 		a := r.A
+		if n.tracing {
+			n.trace("asked", "key", m.key, "from", m.from, "want", m.want, "path", m.path, "gone", m.gone, "give", r.Give, "answer", a.Kind, "answerTo", a.To)
+		}
 		if r.Give {
 			if st, ok := n.local.Take(m.key); ok {
 				ver := o.given(m.key, now)
@@ -525,7 +603,13 @@ func (n *Node) serveHold(items []peer.Item) peer.Result {
 			}
 			install, on, ref := o.core.Arrived(ar)
 			if ref {
-				refused[i] = 1
+				refused[i] = refusedOther
+				if o.core.Leaving() {
+					refused[i] = refusedLeaving // the sender learns it leaves
+				}
+			}
+			if n.tracing {
+				n.trace("arrived", "key", it.key, "from", m.from, "has", held != nil, "install", install, "on", on, "refused", ref)
 			}
 			if install {
 				n.installLocked(it.key, it.st, it.ver)
@@ -545,8 +629,11 @@ func (n *Node) serveHold(items []peer.Item) peer.Result {
 		o.end()
 	case holdDone:
 		o.begin()
-		clean, _ := o.core.Done(m.from, m.viewID)
+		clean, known := o.core.Done(m.from, m.viewID)
 		o.end()
+		if n.tracing {
+			n.trace("done from", "from", m.from, "view", m.viewID, "known", known, "clean", clean)
+		}
 		if clean {
 			n.kick() // (the push loop says Done in turn)
 		}
@@ -585,6 +672,32 @@ func (n *Node) handOffAll() {
 	o.core.Leave(o.cur.without(n.name))
 	o.end()
 	n.pushOnce()
+}
+
+// finishHandOff is the last step of Close's hand-off, once the node has
+// left the gossip, stopped serving peers and its pulls have ended: what
+// came back to it since its push (a push of its own that a peer refused, a
+// pull's answer that arrived late) goes to its owner too, while each round
+// gives something, at most pushTimeout; what is still here then is written
+// to the store.
+func (n *Node) finishHandOff() {
+	for deadline := time.Now().Add(n.pushTimeout()); n.local.Stats().Keys > 0 && time.Now().Before(deadline); {
+		if n.pushOnce() == 0 {
+			break
+		}
+	}
+	var left []pushItem
+	n.own.mu.Lock()
+	n.local.Range(func(key string, st local.State) bool {
+		left = append(left, pushItem{key: key, st: st, ver: n.own.verOf(key)})
+		return true
+	})
+	n.own.mu.Unlock()
+	if len(left) > 0 {
+		n.warn.Warn("hand-off left states", "node: closing with states no member took; they go to the store",
+			"node", n.name, "keys", len(left))
+		n.writeLost(left)
+	}
 }
 
 // awaitPeer waits until deadline at most for the member named name to

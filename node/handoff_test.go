@@ -28,6 +28,8 @@ type load struct {
 	nodes []*node.Node
 
 	admitted, sent []atomic.Int64 // by key
+	byMu           sync.Mutex
+	by             []map[string]int // by key: admitted, by node called and source
 	sources        [4]atomic.Int64
 	errs           atomic.Int64
 	stop           chan struct{}
@@ -38,7 +40,11 @@ type load struct {
 // pace is not zero.
 func startLoad(t *testing.T, nodes []*node.Node, keys []string, rules []ringlimit.Rule, workers int, pace ...time.Duration) *load {
 	l := &load{t: t, keys: keys, rules: rules, nodes: slices.Clone(nodes),
-		admitted: make([]atomic.Int64, len(keys)), sent: make([]atomic.Int64, len(keys)), stop: make(chan struct{})}
+		admitted: make([]atomic.Int64, len(keys)), sent: make([]atomic.Int64, len(keys)), stop: make(chan struct{}),
+		by: make([]map[string]int, len(keys))}
+	for k := range l.by {
+		l.by[k] = map[string]int{}
+	}
 	for g := range workers {
 		l.wg.Add(1)
 		go func() {
@@ -78,6 +84,9 @@ func startLoad(t *testing.T, nodes []*node.Node, keys []string, rules []ringlimi
 				l.sources[d.Source].Add(1)
 				if d.Allowed {
 					l.admitted[k].Add(1)
+					l.byMu.Lock()
+					l.by[k][nd.Name()+"/"+d.Source.String()]++
+					l.byMu.Unlock()
 				}
 			}
 		}()
@@ -137,7 +146,9 @@ func (l *load) check() (admitted, limit int64) {
 		limit += lim
 		if got > lim {
 			if over++; over <= 10 {
-				l.t.Errorf("%s (%s): %d admitted, limit %d", l.keys[k], l.rules[k].Algorithm, got, lim)
+				l.byMu.Lock()
+				l.t.Errorf("%s (%s): %d admitted, limit %d (by node called and source: %v)", l.keys[k], l.rules[k].Algorithm, got, lim, l.by[k])
+				l.byMu.Unlock()
 			}
 		}
 	}
@@ -189,6 +200,7 @@ func TestRollingRestartUnderLoad(t *testing.T) {
 				addr = srv.Addr()
 			}
 			c := nodetest.Start(t, 4, func(cfg *node.Config) {
+				traced(t, cfg)
 				cfg.Clock = clk
 				cfg.ForwardTimeout = 5 * time.Second // two cores under -race
 				if addr != "" {
@@ -236,6 +248,7 @@ func TestRollingRestartUnderLoad(t *testing.T) {
 func TestScaleOutUnderLoad(t *testing.T) {
 	clk := testclock.New(time.Now())
 	c := nodetest.Start(t, 3, func(cfg *node.Config) {
+		traced(t, cfg)
 		cfg.Clock = clk
 		cfg.ForwardTimeout = 5 * time.Second
 	})

@@ -26,7 +26,9 @@ import (
 //
 //	kind u8 | to (u8 length | bytes) | to's inc u64 | version | state (empty: none)
 //
-// and a push's answer is one byte per item: 1 if it was refused.
+// and a push's answer is one byte per item: 0 taken, 1 refused, 2 refused
+// because the node leaves (a node of the release before reads any non-zero
+// byte as refused).
 //
 // The magic is not a valid key (a key is never empty, but it may hold any
 // byte; this one starts with a zero byte and names the format): a node of
@@ -67,6 +69,12 @@ type pushItem struct {
 	ver hold.Version
 	inc uint64 // the incarnation of the target it is meant for
 }
+
+// What a push's answer says of each state.
+const (
+	refusedOther   = 1 // refused (meant for an earlier incarnation of this node, say)
+	refusedLeaving = 2 // refused: this node leaves
+)
 
 var errHoldMsg = errors.New("node: malformed hand-off message")
 

@@ -64,6 +64,7 @@ type Node struct {
 	ready      atomic.Bool    // latched by Ready
 	goneMu     sync.Mutex
 	gone       map[string]time.Time // members a hand-off message found gone lately (recentlyGone)
+	tracing    bool                 // the hand-off trace is on (trace.go)
 }
 
 var _ ringlimit.Limiter = (*Node)(nil)
@@ -90,6 +91,7 @@ func New(cfg Config) (*Node, error) {
 		warn:     logsum.New(cfg.Logger, 0),
 	}
 	n.peers.init(n)
+	n.initTrace()
 
 	ln, err := net.Listen("tcp", cfg.RPCAddr)
 	if err != nil {
@@ -143,7 +145,9 @@ func New(cfg Config) (*Node, error) {
 		// background while the node is alone (ring.Config.Seeds).
 		if _, err := n.members.JoinSeeds(context.Background()); err != nil {
 			n.warn.Warn("join failed", "node: join failed; retrying in the background", "node", n.name, "err", err)
-			n.alone() // nobody answered: the first member of its cluster
+			if n.members.Ring().Len() <= 1 {
+				n.alone() // nobody answered: the first member of its cluster
+			}
 		} else {
 			// Joined: the ring follows in a moment. Callers of a node that
 			// returned from New should find it.
@@ -205,11 +209,23 @@ func advertised(bound, explicit string) string {
 // Name is the node's name.
 func (n *Node) Name() string { return n.name }
 
-// Members returns the names of the live members, this node included, sorted.
-func (n *Node) Members() []string { return n.members.Ring().Members() }
+// Members returns the names of the live members, this node included, sorted:
+// the ring this node routes by (the membership's, less members that told
+// it they leave).
+func (n *Node) Members() []string { return n.routing().Members() }
 
-// Owner returns the name of the member that owns key.
-func (n *Node) Owner(key string) string { return n.members.Ring().Owner(key) }
+// Owner returns the name of the member that owns key in the ring this node
+// routes by.
+func (n *Node) Owner(key string) string { return n.routing().Owner(key) }
+
+// routing is the ring this node routes by: the core's view, or the
+// membership's first ring (this node alone) until a view came.
+func (n *Node) routing() *ring.Ring {
+	if r := n.own.view.Load(); r.Len() > 0 {
+		return r
+	}
+	return n.members.Ring()
+}
 
 // GossipAddr is the bound gossip address.
 func (n *Node) GossipAddr() string { return n.members.BindAddr() }
@@ -246,6 +262,7 @@ func (n *Node) Close() error {
 		n.bgOff = true
 		n.bgMu.Unlock()
 		n.bg.Wait()
+		n.finishHandOff()
 		n.wg.Wait()
 		if err := n.members.Shutdown(); err != nil {
 			errs = append(errs, fmt.Errorf("node: shutdown: %w", err))

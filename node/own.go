@@ -38,8 +38,10 @@ type owner struct {
 	quiet  atomic.Bool  // the core is quiet and joined (set by end)
 	moving atomic.Int64 // events between begin and end
 
-	view atomic.Pointer[ring.Ring] // the core's view, for the fast path
-	cur  view                      // the core's view, with incarnations (under the lock)
+	view    atomic.Pointer[ring.Ring] // the core's view, for the fast path
+	cur     view                      // the core's view, with incarnations (under the lock)
+	gossip  view                      // the membership's last ring (under the lock)
+	leavers map[string]uint64         // members that refused a push as leavers, in that incarnation (see leaves)
 
 	// waits are the calls parked on a key while its state is pulled or
 	// loaded: one parked value per key with a pull on its way.
@@ -92,6 +94,8 @@ func (o *owner) init(self string, seeded, stored bool, now int64) {
 	o.origin = rand.Uint64() | 1
 	o.view.Store(ring.New(nil, 0))
 	o.cur = view{Ring: ring.New(nil, 0)}
+	o.gossip = o.cur
+	o.leavers = map[string]uint64{}
 }
 
 // begin locks the core for an event.
@@ -134,6 +138,9 @@ func (n *Node) release(key, to string) {
 	}
 	delete(o.waits, key)
 	p.to = to
+	if n.tracing {
+		n.trace("release", "key", key, "to", to, "calls", len(p.calls), "has", n.local.Has(key))
+	}
 	if to == "" {
 		now := n.now()
 		for _, w := range p.calls {
@@ -247,6 +254,9 @@ func (n *Node) installLocked(key string, st ringlimit.State, ver hold.Version) {
 		n.stats.received.Add(1)
 		o.vers[key] = ver
 	}
+	if n.tracing {
+		n.trace("installed", "key", key, "has", n.local.Has(key))
+	}
 }
 
 // giveLocked takes key's state out of the local store for the member to:
@@ -261,6 +271,9 @@ func (n *Node) giveLocked(key, to string, now int64) (pushItem, bool) {
 	ver := o.given(key, now)
 	c := st
 	o.core.Gave(key, to, ver, &c, st.Until)
+	if n.tracing {
+		n.trace("gave", "key", key, "to", to)
+	}
 	return pushItem{key: key, st: st, ver: ver, inc: o.core.MarkInc(key)}, true
 }
 

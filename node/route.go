@@ -54,7 +54,11 @@ func (n *Node) AllowN(ctx context.Context, key string, rule ringlimit.Rule, hits
 		// Owned: the local store decides under its own lock alone if the
 		// key's state is here, or if no key changes hands (owner.fresh).
 		var ok bool
+		had := !n.tracing || n.local.Has(key) // (the trace logs a key started here)
 		if ok, err = n.local.AllowNIfAt(&d, now, key, h, rule, hits, n.fresh); ok || err != nil {
+			if !had && err == nil {
+				n.trace("fresh", "key", key, "allowed", d.Allowed)
+			}
 			n.observe(ctx, start, &d, &err)
 			return
 		}
@@ -226,7 +230,11 @@ func (n *Node) here(ctx context.Context, now time.Time, h uint64, req *peer.Requ
 	var deadline time.Time
 	for {
 		o.begin()
-		a := o.core.Call(hold.Call{Key: req.Key, Hash: h, Has: n.local.Has(req.Key), Forwarded: fwd, Via: via, Now: now.UnixMilli()})
+		has := n.local.Has(req.Key)
+		a := o.core.Call(hold.Call{Key: req.Key, Hash: h, Has: has, Forwarded: fwd, Via: via, Now: now.UnixMilli()})
+		if n.tracing && (a.Kind != hold.Decide || !has) {
+			n.trace("call", "key", req.Key, "has", has, "fwd", fwd, "via", via, "act", a.Kind, "to", a.To)
+		}
 		switch a.Kind {
 		case hold.Decide:
 			// (A state held here whose key another member owns is the

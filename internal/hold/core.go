@@ -303,7 +303,9 @@ func (c *Core) Call(k Call) Action {
 		return Action{Kind: Wait} // called again once joined (Joined)
 	}
 	if m := c.liveMark(k.Key, k.Now); m != nil && c.bugs&bugTwoHolders == 0 {
-		if m.to == k.Via || (!c.inView(m.to) && c.leaving == nil) {
+		// (A leaving node takes no state back: it sends the call on to the
+		// member its mark names, which holds it or gets it back.)
+		if c.leaving == nil && (m.to == k.Via || !c.inView(m.to)) {
 			// The member it went to sent the call back here, or it left
 			// this node's ring (gone, or only thought dead): the state is
 			// with it or nowhere. Take it back from it before deciding.

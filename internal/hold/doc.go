@@ -74,7 +74,7 @@
 //     delivered stays given (Pending resends it); the store gets a copy.
 //   - Versions: a state started here has one origin of its own; it takes
 //     Next at every hand-over, Seq rises with every write behind, and a
-//     load is Join(stored.Next, Fresh). Loaded must not be followed by an
+//     load is stored.Loaded (a branch of its own). Loaded must not be followed by an
 //     import over a state that is here.
 //   - The calls parked on a key (Wait) are decided when its pull ends here,
 //     at that moment and under the lock, or sent to the member the pull's

@@ -14,6 +14,15 @@ const (
 	Gone                          // the incarnation asked for is gone (the member restarted): it holds nothing of its predecessor's
 )
 
+var answerNames = [...]string{"none", "state", "moved", "unreachable", "mine", "gone"}
+
+func (k AnswerKind) String() string {
+	if int(k) < len(answerNames) {
+		return answerNames[k]
+	}
+	return "answer?"
+}
+
 // Answer is a pulled member's answer.
 type Answer struct {
 	Kind AnswerKind
@@ -51,6 +60,11 @@ func (c *Core) Pulled(key string, h uint64, from string, a Answer, held *Version
 	if held != nil {
 		delete(c.pulls, key)
 		return Action{Kind: Decide, Install: got && !held.Covers(a.Ver)}
+	}
+	if c.leaving != nil {
+		if act, ok := c.leaverPulled(key, h, f, got); ok {
+			return act
+		}
 	}
 	if f == nil {
 		// The pull ended before its answer came (its state came by
@@ -161,6 +175,34 @@ func (c *Core) Pulled(key string, h uint64, from string, a Answer, held *Version
 		return Action{Kind: Load, Cleared: f.cleared} // the pull goes on until Loaded
 	}
 	return c.conclude(key, f, Action{Kind: Decide})
+}
+
+// leaverPulled ends a pull of a leaving node, which takes no key: a state
+// the answer brings goes on to the member this node gave way to, or to the
+// key's owner in the ring without this node, and the calls go after it;
+// without a state the calls go to where the state is on its way, if a push
+// of it is, or there. ok is false if this node is the last member: the
+// pull goes on as for any node.
+func (c *Core) leaverPulled(key string, h uint64, f *flight, got bool) (Action, bool) {
+	to := ""
+	if f != nil {
+		to = f.ceded
+	}
+	if m := c.marks[key]; to == "" && !got && m != nil && m.to != c.self && m.copy != nil {
+		to = m.to
+	}
+	if to == "" {
+		to = c.leaving.OwnerOfHash(h)
+	}
+	if to == "" || to == c.self {
+		return Action{}, false
+	}
+	delete(c.pulls, key)
+	if got {
+		delete(c.marks, key)
+		return Action{Kind: Forward, To: to, Install: true, PushTo: to}, true
+	}
+	return Action{Kind: Forward, To: to}, true
 }
 
 // Path is the members the pull of key on its way has asked, for the
@@ -284,7 +326,9 @@ func (c *Core) Asked(a Ask) Reply {
 	// Not here. Whoever may still hold it for this node (an unresolved
 	// source of its own, a pull on its way) holds it for the asker now.
 	if f := c.pulls[a.Key]; f != nil {
-		if last := f.asked[len(f.asked)-1]; last != a.From {
+		// (A leaving node takes no key: it gives way to the asker, and
+		// what its pull finds goes there.)
+		if last := f.asked[len(f.asked)-1]; last != a.From && c.leaving == nil {
 			// This node is taking the key already: the asker's calls come
 			// here. (Sent on to the member this node asks, the two could
 			// each give it up and both start it.)
@@ -293,7 +337,7 @@ func (c *Core) Asked(a Ask) Reply {
 		}
 		// Both take the key at once from each other, each from its own
 		// view. One gives way: the lower name keeps it.
-		if c.self < a.From && f.ceded == "" {
+		if c.self < a.From && f.ceded == "" && c.leaving == nil {
 			f.promised = true
 			return Reply{A: Answer{Kind: Mine}}
 		}

@@ -15,7 +15,7 @@ var (
 	simRuns  = flag.Int("sim.n", 0, "schedules to run (0: the default for the build)")
 	simLong  = flag.Bool("sim.long", false, "a long search: 100,000 schedules")
 	simFirst = flag.Uint64("sim.first", 1, "the first seed")
-	simKinds = flag.Uint("sim.faults", allFaults, "the kinds of fault drawn, a bit each: 1 join, 2 leave, 4 crash, 8 false death, 16 partition, 32 dropped connection, 64 pause")
+	simKinds = flag.Uint("sim.faults", allFaults, "the kinds of fault drawn, a bit each: 1 join, 2 leave (or restart), 4 crash, 8 false death, 16 partition, 32 dropped connection, 64 pause")
 )
 
 // result is what one schedule found.
@@ -52,19 +52,7 @@ func runSchedule(seed uint64, bugs bug, kinds uint, trace bool) (*sim, result) {
 		for range 3 * s.rules[k].Limit {
 			t := warm + s.rng.Int64N(cfg.span)
 			key := k
-			s.at(t, func() {
-				// Callers reach ready members only: joined (a service's
-				// readiness waits for it, see node.Ready).
-				var ready []string
-				for _, m := range s.members {
-					if n := s.nodes[m]; n.joined && !n.core.Leaving() {
-						ready = append(ready, m)
-					}
-				}
-				if len(ready) > 0 {
-					s.issue(ready[s.rng.IntN(len(ready))], key)
-				}
-			})
+			s.at(t, func() { s.call(key) })
 		}
 	}
 	// Write-behind every 20 ms on every node.
@@ -105,14 +93,15 @@ func (s *sim) fault() {
 	if s.cfg.kinds&(1<<min(kind, 6)) == 0 {
 		return
 	}
+	defer s.burst()
 	switch kind {
 	case 0: // a join
 		if len(s.nodes) < 8 {
 			s.start(fmt.Sprintf("n%d", len(s.nodes)+1))
 		}
-	case 1: // a graceful leave
+	case 1: // a graceful leave; half of them a rolling restart's (the same name starts again)
 		if len(live) > 2 {
-			s.leave(pick())
+			s.leave(pick(), s.rng.IntN(2) == 0)
 		}
 	case 2: // a crash, and a restart later
 		if len(live) > 2 {
@@ -166,6 +155,31 @@ func (s *sim) fault() {
 			n.pauses = append(n.pauses, [2]int64{from, n.paused})
 			s.logf("%s paused until %.0fms", n.name, float64(n.paused)/float64(ms))
 		}
+	}
+}
+
+// call makes a call on key at a random ready member.
+func (s *sim) call(key string) {
+	// Callers reach ready members only: joined (a service's readiness
+	// waits for it, see node.Ready).
+	var ready []string
+	for _, m := range s.members {
+		if n := s.nodes[m]; n.joined && !n.core.Leaving() {
+			ready = append(ready, m)
+		}
+	}
+	if len(ready) > 0 {
+		s.issue(ready[s.rng.IntN(len(ready))], key)
+	}
+}
+
+// burst makes up to 20 calls on random keys over the next 200 ms: a fault
+// is where the protocol is tested, and the load of a real cluster does not
+// pause for it.
+func (s *sim) burst() {
+	for range s.rng.IntN(61) {
+		key := s.keys[s.rng.IntN(len(s.keys))]
+		s.at(s.now+s.rnd(0, 200*ms), func() { s.call(key) })
 	}
 }
 

@@ -87,21 +87,30 @@ func (s *sim) push(n *snode, to string, items []pushed, try int) {
 				refused = append(refused, it)
 			}
 		}
+		leaving, tinc := t.core.Leaving(), t.inc
 		reply(func() {
 			n.pushes--
+			if leaving && len(refused) > 0 {
+				_ = tinc // s.leaves(n, to, tinc)
+			}
 			for _, it := range items {
 				if !slices.ContainsFunc(refused, func(r pushed) bool { return r.key == it.key }) {
 					n.core.Confirmed(it.key, to)
 				}
 			}
 			for _, it := range refused {
-				// Refused (it leaves): take it back, and on to its owner.
+				// Refused (it leaves): take it back, and on to its owner
+				// by the next push (node's push loop visits it as a stray).
 				if st, ver, ok := n.core.TakeBack(it.key, to); ok {
 					if !n.lim.Has(it.key) {
 						n.lim.Import(it.key, *st)
 						n.vers[it.key] = ver
 					}
 					s.release(n, it.key, false)
+					key := it.key
+					s.at(s.now+s.rnd(100*us, 10*ms), func() {
+						s.deliver(n.name, inc, func() { s.pushStray(n, key) })
+					})
 				}
 			}
 			s.maybeDone(n)
@@ -518,7 +527,7 @@ func (s *sim) load(n *snode, key string, cleared []string) {
 			// key apart merge when they meet (counting the snapshot
 			// twice: they admit less, never more).
 			now := s.nodeNow(n)
-			n.vers[key] = Join(s.store.vers[key].Next(now), Fresh(now, s.rng.Uint64()|1))
+			n.vers[key] = s.store.vers[key].Loaded(now, s.rng.Uint64()|1)
 		}
 		s.release(n, key, true)
 	})
@@ -547,11 +556,9 @@ func (s *sim) release(n *snode, key string, stray bool) {
 // pushStray pushes key's state to its owner if it is held here and another
 // member owns it in n's view.
 func (s *sim) pushStray(n *snode, key string) {
-	to := n.core.Stray(ring.Hash(key))
-	if to == "" || n.core.Leaving() {
-		return
+	if to := n.core.Stray(ring.Hash(key)); to != "" && !n.core.Leaving() {
+		s.pushTo(n, key, to) // (a leaving node's too: it keeps nothing)
 	}
-	s.pushTo(n, key, to)
 }
 
 func (s *sim) storeWrite(key string, st ringlimit.State, ver Version) {

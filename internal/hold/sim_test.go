@@ -120,6 +120,8 @@ type snode struct {
 	lim      *local.Limiter
 	vers     map[string]Version
 	view     []string
+	gossip   []string            // the view gossip gave it, leavers included
+	leavers  map[string]int      // members that refused a push as leavers, in that incarnation
 	waiting  map[string][]*scall // calls parked on a pull
 	served   map[uint64]ringlimit.Decision
 	pushes   int // unconfirmed push batches
@@ -272,6 +274,8 @@ func (s *sim) setView(name string, inc int, v []string) {
 		s.at(n.paused, func() { s.setView(name, inc, v) })
 		return
 	}
+	n.gossip = v
+	v = s.filterLeavers(n, v)
 	if slices.Equal(n.view, v) {
 		return
 	}
@@ -292,6 +296,42 @@ func (s *sim) setView(name string, inc int, v []string) {
 			s.again(n, key)
 		}
 	}
+}
+
+// filterLeavers takes out of v the members n knows leave (they refused a
+// push as leavers: node does the same), in the incarnation that refused;
+// it forgets those v no longer holds.
+func (s *sim) filterLeavers(n *snode, v []string) []string {
+	if len(n.leavers) == 0 {
+		return v
+	}
+	out := make([]string, 0, len(v))
+	for _, m := range v {
+		if inc, ok := n.leavers[m]; ok && s.nodes[m].inc == inc {
+			continue
+		}
+		out = append(out, m)
+	}
+	for m := range n.leavers {
+		if !slices.Contains(v, m) {
+			delete(n.leavers, m)
+		}
+	}
+	return out
+}
+
+// leaves records that the member to refused n's push because it leaves, in
+// its incarnation inc: n's view drops it now, before gossip says so.
+func (s *sim) leaves(n *snode, to string, inc int) {
+	if n.leavers == nil {
+		n.leavers = map[string]int{}
+	}
+	if n.leavers[to] == inc || s.nodes[to].inc != inc {
+		return
+	}
+	n.leavers[to] = inc
+	s.logf("%s learns %s leaves", n.name, to)
+	s.setView(n.name, n.inc, n.gossip)
 }
 
 // --- network ----------------------------------------------------------
@@ -390,7 +430,7 @@ func (s *sim) start(name string) *snode {
 	n.core.setBugs(s.cfg.bugs)
 	n.lim = local.New(local.Config{MaxKeys: 1024, Clock: simClock{s, &n.skew}, Hash: ring.Hash})
 	n.vers = map[string]Version{}
-	n.view = nil
+	n.view, n.gossip, n.leavers = nil, nil, nil
 	n.waiting = map[string][]*scall{}
 	n.served = map[uint64]ringlimit.Decision{}
 	n.pushes, n.sentDone, n.pushFail = 0, 0, false
@@ -422,15 +462,17 @@ func (s *sim) crash(name string) {
 	s.spread(nil)
 }
 
-// leave is a graceful leave: push everything, then go.
-func (s *sim) leave(name string) {
+// leave is a graceful leave: push everything, then go; with restart, the
+// member starts again under its name once it has stopped (a rolling
+// restart).
+func (s *sim) leave(name string, restart bool) {
 	n := s.nodes[name]
 	if !n.alive || n.core.Leaving() || len(s.members) < 2 {
 		return
 	}
 	if n.paused > s.now {
 		// A paused process does nothing, Close included.
-		s.at(n.paused, func() { s.leave(name) })
+		s.at(n.paused, func() { s.leave(name, restart) })
 		return
 	}
 	s.logf("%s leaves", name)
@@ -448,21 +490,57 @@ func (s *sim) leave(name string) {
 			s.at(s.now+5*ms, func() { wait(tries + 1) })
 			return
 		}
+		// Its leave reaches the others' views a gossip round or a few
+		// later (node's Close: the hand-off, then the leave's broadcast).
 		s.members = without(s.members, name)
-		s.spread(nil)
-		s.at(s.now+200*ms, func() {
-			if n.inc == inc && n.alive {
-				s.logf("%s stops", name)
-				n.alive = false
-				for _, c := range s.calls {
-					if c.origin == name && c.inc == inc && !c.done {
-						c.dropped = true
-					}
-				}
-			}
-		})
+		s.at(s.now+s.rnd(0, 250*ms), func() { s.spread(nil) })
+		s.at(s.now+s.rnd(0, 450*ms), func() { s.stop(n, inc, restart, 0) })
 	}
 	wait(0)
+}
+
+// holding reports whether n holds a state, or a copy of one it pushed that
+// is not confirmed yet.
+func (s *sim) holding(n *snode) bool {
+	for _, k := range s.keys {
+		if n.lim.Has(k) || n.core.HasCopy(k) {
+			return true
+		}
+	}
+	return false
+}
+
+// stop ends a leaver's Close, as node's does: what came back to it since its
+// push (a push of its own refused, a pull's answer) is pushed again, and it
+// stops once it holds nothing (or after a bound: then what it holds goes to
+// the store, and a graceful leave that loses a state shows as a violation).
+func (s *sim) stop(n *snode, inc int, restart bool, tries int) {
+	if n.inc != inc || !n.alive {
+		return
+	}
+	if s.holding(n) && tries < 0 {
+		if n.pushes == 0 {
+			s.pushAll(n)
+		}
+		s.at(s.now+5*ms, func() { s.deliver(n.name, inc, func() { s.stop(n, inc, restart, tries+1) }) })
+		return
+	}
+	for _, k := range s.keys {
+		if st, ok := n.lim.Export(k); ok {
+			s.storeWrite(k, st, n.vers[k].Next(s.nodeNow(n)))
+		}
+	}
+	s.logf("%s stops", n.name)
+	n.alive = false
+	for _, c := range s.calls {
+		if c.origin == n.name && c.inc == inc && !c.done {
+			c.dropped = true
+		}
+	}
+	if restart {
+		name := n.name
+		s.at(s.now+s.rnd(1*ms, 100*ms), func() { s.start(name) })
+	}
 }
 
 // lost reports whether the member to, given up on by from after budget of

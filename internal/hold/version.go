@@ -77,3 +77,15 @@ func (v Version) Next(now int64) Version {
 	}
 	return Version{Epoch: e, Origins: v.Origins}
 }
+
+// Loaded is the version of a state loaded at now (ms) from a store that
+// held it at v: a branch of its own (origin), whose epoch follows v's so
+// that its writes are newer than the one it loaded. It counts none of v's
+// origins: the store's copy may lag what a holder admitted since, so a
+// state of v's lineage that arrives later is merged with it (counting the
+// snapshot twice: it admits less, never more), not taken for a copy.
+func (v Version) Loaded(now int64, origin uint64) Version {
+	w := v.Next(now)
+	w.Origins = [3]uint64{origin}
+	return w
+}

@@ -14,7 +14,10 @@ import (
 // raceEnabled is set by race_test.go under -race.
 var raceEnabled bool
 
-var resultsFile = flag.String("chaos.results", "", "also write the results table to this file (e.g. RESULTS.md)")
+var (
+	resultsFile = flag.String("chaos.results", "", "also write the results table to this file (e.g. RESULTS.md)")
+	logsDir     = flag.String("chaos.logs", "", "keep the nodes' logs in this folder, with each node's hand-off trace (chaosnode -trace)")
+)
 
 // TestChaos runs every scenario against its own fresh cluster and store,
 // then prints the table of figures.

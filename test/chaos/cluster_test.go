@@ -70,6 +70,12 @@ func startCluster(t *testing.T, bin string, n int) *cluster {
 	}
 	c := &cluster{Cluster: chaoskit.Cluster{T: t}, bin: bin, secret: hex.EncodeToString(key), store: valkeytest.Start(t)}
 	dir := t.TempDir()
+	if *logsDir != "" {
+		dir = filepath.Join(*logsDir, strings.ReplaceAll(t.Name(), "/", "_"))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for i := range n {
 		p := &proc{
 			Node:    chaoskit.NewNode(fmt.Sprintf("n%d", i+1), 32),
@@ -113,6 +119,9 @@ func (c *cluster) start(i int) {
 		"-name", p.Name(), "-gossip", p.gossip, "-rpc", p.rpc, "-http", p.httpAdr,
 		"-join", strings.Join(join, ","), "-valkey", c.store.Addr(),
 		"-forward-timeout", forwardTimeout.String(), "-store-timeout", storeTimeout.String(), "-v")
+	if *logsDir != "" {
+		cmd.Args = append(cmd.Args, "-trace")
+	}
 	cmd.Env = append(os.Environ(), "CHAOSNODE_SECRET="+c.secret)
 	cmd.Stdout, cmd.Stderr = log, log
 	// Die with the test binary, even if it is killed.

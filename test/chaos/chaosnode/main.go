@@ -37,6 +37,15 @@ import (
 	"github.com/ringlimit/ringlimit/node/nodetest"
 )
 
+// microTime logs times to the microsecond, so that the traces of several
+// nodes on one machine interleave in order.
+func microTime(_ []string, a slog.Attr) slog.Attr {
+	if a.Key == slog.TimeKey && a.Value.Kind() == slog.KindTime {
+		return slog.String(slog.TimeKey, a.Value.Time().UTC().Format("15:04:05.000000"))
+	}
+	return a
+}
+
 // SecretEnv names the environment variable that holds the hex secret key.
 const SecretEnv = "CHAOSNODE_SECRET"
 
@@ -58,6 +67,7 @@ func run() error {
 		fwd      = flag.Duration("forward-timeout", 50*time.Millisecond, "node.Config.ForwardTimeout")
 		store    = flag.Duration("store-timeout", 50*time.Millisecond, "node.Config.StoreTimeout")
 		verbose  = flag.Bool("v", false, "log the node's events to stderr")
+		trace    = flag.Bool("trace", false, "with -v, log the node's hand-off steps too (Debug level)")
 		offset   = flag.Duration("clock-offset", 0, "run the node's clock this far ahead of the system's (negative: behind)")
 	)
 	flag.Parse()
@@ -70,7 +80,11 @@ func run() error {
 	}
 	logger := slog.New(slog.DiscardHandler)
 	if *verbose {
-		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		level := slog.LevelInfo
+		if *trace {
+			level = slog.LevelDebug
+		}
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: microTime}))
 	}
 
 	nw := nodetest.NewNetwork()
