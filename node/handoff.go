@@ -134,13 +134,15 @@ func (n *Node) applyView() {
 		o.core.SetView(v, v.without(n.name), id, n.nowMs())
 		o.viewID, o.pushFail, o.cur, o.changedAt = id, false, v, time.Now()
 		o.view.Store(r)
+		// The arcs this node lost, recorded with the view under the lock:
+		// a push that sees the view sees them (see pushOnce).
+		n.moves.lost(prev, r, n.name)
 	}
 	joined := o.core.Joined()
 	o.end()
 	if !changed {
 		return
 	}
-	n.moves.lost(prev, r, n.name)
 	if r.Len() > 1 {
 		n.joinedOnce.Do(func() { close(n.joined) })
 	}
@@ -183,9 +185,12 @@ func (n *Node) pushOnce() (given int) {
 		keys = append(keys, key) // (a key of several indexes comes once each: the second give finds nothing)
 		return true
 	}
-	arcs, strays, all := n.moves.take()
+	// The moves and the view they are for, in one step: Done for a view is
+	// said only by a push that took its moves (a push that ran while the
+	// view came, on the moves of the one before, must not say it).
 	n.own.mu.Lock()
-	leaving := n.own.core.Leaving()
+	arcs, strays, all := n.moves.take()
+	leaving, vid := n.own.core.Leaving(), n.own.viewID
 	n.own.mu.Unlock()
 	if all || leaving {
 		n.local.Range(add)
@@ -223,7 +228,7 @@ func (n *Node) pushOnce() (given int) {
 			items = items[k:]
 		}
 	}
-	n.maybeDone()
+	n.maybeDone(vid)
 	return given
 }
 
@@ -301,12 +306,12 @@ func (n *Node) push(to string, items []pushItem) {
 	}
 }
 
-// maybeDone tells every member Done once this node's pushes are confirmed
-// and the core is Clean, once per view.
-func (n *Node) maybeDone() {
+// maybeDone tells every member Done for the view vid once this node's
+// pushes for it are confirmed and the core is Clean, once per view.
+func (n *Node) maybeDone(vid uint64) {
 	o := &n.own
 	o.mu.Lock()
-	if o.pushFail || len(o.outbox) > 0 || !o.core.Clean() || o.core.Leaving() || o.sentDone == o.viewID {
+	if o.viewID != vid || o.pushFail || len(o.outbox) > 0 || !o.core.Clean() || o.core.Leaving() || o.sentDone == o.viewID {
 		o.mu.Unlock()
 		return
 	}
@@ -368,8 +373,8 @@ func (n *Node) startPull(key string, h uint64, a hold.Action) {
 	n.bgMu.Lock()
 	defer n.bgMu.Unlock()
 	if n.bgOff {
-		// Closing: nobody is asked; the key is given up on.
-		go n.endPull(key, h, a)
+		// Closing: nobody is asked; the key is given up on, here and now.
+		n.endPull(key, h, a)
 		return
 	}
 	n.bg.Add(1)
@@ -484,9 +489,9 @@ func (n *Node) afterPull(key string, h uint64, act hold.Action, now int64) bool 
 
 // askPull asks the member a.To for key's state.
 func (n *Node) askPull(key string, a hold.Action) hold.Answer {
-	n.own.mu.Lock()
+	n.own.mu.RLock()
 	path := slices.Clone(n.own.core.Path(key))
-	n.own.mu.Unlock()
+	n.own.mu.RUnlock()
 	m := &holdMsg{kind: holdPull, from: n.name, key: key, want: a.Inc, gone: a.Gone, goneInc: a.GoneInc, path: path}
 	res, err := n.holdCall(a.To, m, 0)
 	if err != nil {
@@ -579,11 +584,8 @@ func (n *Node) serveHold(items []peer.Item) peer.Result {
 			n.trace("asked", "key", m.key, "from", m.from, "want", m.want, "path", m.path, "gone", m.gone, "give", r.Give, "answer", a.Kind, "answerTo", a.To)
 		}
 		if r.Give {
-			if st, ok := n.local.Take(m.key); ok {
-				ver := o.given(m.key, now)
-				c := st
-				o.core.Gave(m.key, m.from, ver, &c, st.Until)
-				a = hold.Answer{Kind: hold.State, St: &st, Ver: ver}
+			if it, ok := n.giveLocked(m.key, m.from, now); ok {
+				a = hold.Answer{Kind: hold.State, St: &it.st, Ver: it.ver}
 				n.stats.handedOff.Add(1)
 			} else {
 				a = hold.Answer{Kind: hold.None}
@@ -734,9 +736,7 @@ func (n *Node) tick() {
 	if !o.core.Joined() && time.Since(n.started) >= n.cfg.HandoffWindow {
 		o.core.Alone()
 	}
-	if len(o.vers) > 0 {
-		o.sweep(n.local)
-	}
+	o.sweep(n.local)
 	joined := o.core.Joined()
 	o.end()
 	if joined {

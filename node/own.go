@@ -91,7 +91,7 @@ func (o *owner) init(self string, seeded, stored bool, now int64) {
 	o.vers = map[string]hold.Version{}
 	o.outbox = map[string][]pushItem{}
 	o.base = uint64(max(now, 1))
-	o.origin = rand.Uint64() | 1
+	o.origin = randOrigin()
 	o.view.Store(ring.New(nil, 0))
 	o.cur = view{Ring: ring.New(nil, 0)}
 	o.gossip = o.cur
@@ -178,7 +178,7 @@ func (o *owner) given(key string, now int64) hold.Version {
 	v, ok := o.vers[key]
 	if !ok {
 		v = hold.Version{Epoch: o.base, Seq: o.wseq}
-		v.Origins[0] = rand.Uint64() | 1
+		v.Origins[0] = randOrigin()
 	}
 	delete(o.vers, key)
 	return v.Next(now)

@@ -171,10 +171,12 @@ func (c *Core) Done(from string, viewID uint64) (becameClean, known bool) {
 	}
 	kept := c.srcs[:0]
 	for i, s := range c.srcs {
-		if i <= last {
+		if i <= last && s.prev.Contains(from) {
 			// A Done of a view speaks for the sources up to that view's:
 			// the sender held nothing of this node's keys then and knew of
-			// nobody who might. It says nothing of later changes.
+			// nobody who might. It says nothing of later changes, nor of a
+			// change it was no member before (the map of those who said
+			// Done holds members only).
 			s.done[from] = true
 		}
 		if !c.resolved(s) {
