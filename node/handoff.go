@@ -207,7 +207,7 @@ func (n *Node) pushOnce() (given int) {
 	o.begin()
 	for _, key := range keys {
 		if to := o.core.Stray(ring.Hash(key)); to != "" {
-			if it, ok := n.giveLocked(key, to, now); ok {
+			if it, ok := n.giveLocked(key, to, now, false); ok {
 				o.outbox[to] = append(o.outbox[to], it)
 				given++
 			}
@@ -433,6 +433,11 @@ func (n *Node) drivePull(key string, h uint64, a hold.Action) {
 				// The member drops the copy it kept for this node.
 				n.holdCall(from, &holdMsg{kind: holdConfirm, from: n.name, items: []pushItem{{key: key}}}, 0)
 			}
+			if act.Drop != "" {
+				// Given up on: a state it gave in an answer that never came
+				// goes back to it (best effort: it is unreachable, or was).
+				n.holdCall(act.Drop, &holdMsg{kind: holdDrop, from: n.name, items: []pushItem{{key: key}}}, 0)
+			}
 			if done {
 				return
 			}
@@ -584,7 +589,7 @@ func (n *Node) serveHold(items []peer.Item) peer.Result {
 			n.trace("asked", "key", m.key, "from", m.from, "want", m.want, "path", m.path, "gone", m.gone, "give", r.Give, "answer", a.Kind, "answerTo", a.To)
 		}
 		if r.Give {
-			if it, ok := n.giveLocked(m.key, m.from, now); ok {
+			if it, ok := n.giveLocked(m.key, m.from, now, true); ok {
 				a = hold.Answer{Kind: hold.State, St: &it.st, Ver: it.ver}
 				n.stats.handedOff.Add(1)
 			} else {
@@ -615,10 +620,10 @@ func (n *Node) serveHold(items []peer.Item) peer.Result {
 			}
 			if install {
 				n.installLocked(it.key, it.st, it.ver)
-				n.release(it.key, "")
 				if on != "" {
-					n.sendLocked(it.key, on, now)
+					n.sendLocked(it.key, on, now) // (the calls waiting here go after it)
 				}
+				n.release(it.key, on)
 			}
 			o.end()
 		}
@@ -627,6 +632,22 @@ func (n *Node) serveHold(items []peer.Item) peer.Result {
 		o.begin()
 		for _, it := range m.items {
 			o.core.Confirmed(it.key, m.from)
+		}
+		o.end()
+	case holdDrop:
+		o.begin()
+		for _, it := range m.items {
+			st, ver, ok := o.core.Dropped(it.key, m.from)
+			if n.tracing {
+				n.trace("dropped", "key", it.key, "by", m.from, "back", ok)
+			}
+			if ok {
+				n.installLocked(it.key, *st, ver)
+				n.release(it.key, "")
+				if to := o.core.Stray(ring.Hash(it.key)); to != "" {
+					n.sendLocked(it.key, to, now)
+				}
+			}
 		}
 		o.end()
 	case holdDone:
@@ -665,29 +686,42 @@ func (n *Node) pushTimeout() time.Duration { return max(40*n.cfg.ForwardTimeout,
 
 // handOffAll is the first step of Close: the core leaves (every key goes to
 // its owner in the ring without this node from now on, and pushed states
-// are refused), and the push loop's work is done here, once: every state
-// goes to its owner in the ring without this node. The states that cannot
-// be delivered are written to the store, if there is one.
+// are refused), and the push loop's work is done here: every state goes to
+// its owner in the ring without this node, and again what a peer refused
+// (it leaves too: this node's view drops it, and the state goes to the next
+// owner), so that the node leaves the gossip holding nothing. The states
+// that cannot be delivered are written to the store, if there is one.
 func (n *Node) handOffAll() {
 	o := &n.own
 	o.begin()
 	o.core.Leave(o.cur.without(n.name))
 	o.end()
-	n.pushOnce()
+	n.handOffRounds()
 }
+
+// handOffRounds pushes every state held here to its owner, round after
+// round while a round gives something and states are left, at most
+// maxHandOffRounds rounds and pushTimeout.
+func (n *Node) handOffRounds() {
+	deadline := time.Now().Add(n.pushTimeout())
+	for range maxHandOffRounds {
+		if n.local.Stats().Keys == 0 || time.Now().After(deadline) || n.pushOnce() == 0 {
+			return
+		}
+	}
+}
+
+// maxHandOffRounds bounds the rounds of a leaving node's push: each one
+// follows a refusal (its target leaves too) with the next owner.
+const maxHandOffRounds = 8
 
 // finishHandOff is the last step of Close's hand-off, once the node has
 // left the gossip, stopped serving peers and its pulls have ended: what
 // came back to it since its push (a push of its own that a peer refused, a
-// pull's answer that arrived late) goes to its owner too, while each round
-// gives something, at most pushTimeout; what is still here then is written
-// to the store.
+// pull's answer that arrived late) goes to its owner too (handOffRounds);
+// what is still here then is written to the store.
 func (n *Node) finishHandOff() {
-	for deadline := time.Now().Add(n.pushTimeout()); n.local.Stats().Keys > 0 && time.Now().Before(deadline); {
-		if n.pushOnce() == 0 {
-			break
-		}
-	}
+	n.handOffRounds()
 	var left []pushItem
 	n.own.mu.Lock()
 	n.local.Range(func(key string, st local.State) bool {

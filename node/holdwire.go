@@ -20,6 +20,8 @@ import (
 //	push:    items: key | inc u64 | version | state (encodeState)
 //	confirm: items: key (value empty)
 //	done:    no items: the header's view id is the view the sender is clean in
+//	drop:    items: key (value empty): the sender gave up its pull of the key
+//	         from the receiver (a node of the release before refuses it)
 //
 // A version is epoch u64 | seq u64 | origins 3 × u64 (little endian, like
 // every number here). A pull's answer travels in Result.State:
@@ -44,7 +46,8 @@ const (
 	holdPush
 	holdConfirm
 	holdDone
-	lastHoldKind = holdDone
+	holdDrop
+	lastHoldKind = holdDrop
 )
 
 // holdMsg is one decoded hand-off message.
@@ -138,7 +141,7 @@ func holdRequest(m *holdMsg) *peer.Request {
 			v = append(v, encodeState(it.st)...)
 			items = append(items, peer.Item{Key: it.key, Value: v})
 		}
-	case holdConfirm:
+	case holdConfirm, holdDrop:
 		for _, it := range m.items {
 			items = append(items, peer.Item{Key: it.key})
 		}
@@ -210,10 +213,10 @@ func parseHold(items []peer.Item) (holdMsg, error) {
 			p.st = st
 			m.items = append(m.items, p)
 		}
-	case holdConfirm:
+	case holdConfirm, holdDrop:
 		for _, it := range items {
 			if ringlimit.ValidateKey(it.Key) != nil || len(it.Value) != 0 {
-				return bad("confirm item")
+				return bad("confirm or drop item")
 			}
 			m.items = append(m.items, pushItem{key: it.Key})
 		}

@@ -19,6 +19,7 @@ func holdMessages() []*holdMsg {
 		{kind: holdPush, from: "n2", viewID: 9, items: []pushItem{{key: "a", st: st, ver: ver, inc: 4}, {key: "b", st: st, ver: ver}}},
 		{kind: holdConfirm, from: "n2", viewID: 9, items: []pushItem{{key: "a"}, {key: "b"}}},
 		{kind: holdDone, from: "n3", viewID: 11},
+		{kind: holdDrop, from: "n4", viewID: 12, items: []pushItem{{key: "c"}}},
 	}
 }
 

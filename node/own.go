@@ -259,10 +259,11 @@ func (n *Node) installLocked(key string, st ringlimit.State, ver hold.Version) {
 	}
 }
 
-// giveLocked takes key's state out of the local store for the member to:
-// the core keeps a copy in its mark until to confirms it. false if the
-// state is not here. Under the lock.
-func (n *Node) giveLocked(key, to string, now int64) (pushItem, bool) {
+// giveLocked takes key's state out of the local store for the member to, in
+// a push or (answer) in the answer to its pull: the core keeps a copy in
+// its mark until to confirms it. false if the state is not here. Under the
+// lock.
+func (n *Node) giveLocked(key, to string, now int64, answer bool) (pushItem, bool) {
 	st, ok := n.local.Take(key)
 	if !ok {
 		return pushItem{}, false
@@ -270,7 +271,11 @@ func (n *Node) giveLocked(key, to string, now int64) (pushItem, bool) {
 	o := &n.own
 	ver := o.given(key, now)
 	c := st
-	o.core.Gave(key, to, ver, &c, st.Until)
+	if answer {
+		o.core.GaveInAnswer(key, to, ver, &c, st.Until)
+	} else {
+		o.core.Gave(key, to, ver, &c, st.Until)
+	}
 	if n.tracing {
 		n.trace("gave", "key", key, "to", to)
 	}
@@ -280,7 +285,7 @@ func (n *Node) giveLocked(key, to string, now int64) (pushItem, bool) {
 // sendLocked gives key's state to the member to and queues it for the push
 // loop. Under the lock.
 func (n *Node) sendLocked(key, to string, now int64) {
-	if it, ok := n.giveLocked(key, to, now); ok {
+	if it, ok := n.giveLocked(key, to, now, false); ok {
 		n.own.outbox[to] = append(n.own.outbox[to], it)
 		n.kick()
 	}

@@ -65,6 +65,10 @@ type Action struct {
 	// PushTo: after installing, push the state to this member (it holds
 	// the key now).
 	PushTo string
+	// Drop: the member this pull gave up on (it did not answer): the
+	// shell tells it (Dropped), so that a state it gave away in an answer
+	// that never arrived comes back to it instead of staying given.
+	Drop string
 	// Load: the members this pull found holding nothing or gave up on.
 	// The shell's load claims the key in the store (compare-and-set, in
 	// the same script as the read): a claim by another member stands
@@ -97,6 +101,7 @@ type mark struct {
 	ver    Version          // the version given
 	copy   *ringlimit.State // the state pushed to to, until to confirms it (a pull may take it)
 	served bool             // the copy went out in a pull's answer too: it may be installed there
+	pushed bool             // a push of the copy is on its way (its answer resolves it)
 	until  int64            // ms: after it the state no longer matters, nor the mark
 }
 

@@ -28,25 +28,34 @@
 //     its view is the receiver's and it expects no state itself.
 //   - A pull is answered with the state (which leaves the answerer with a
 //     copy kept until the taker confirms, so an answer lost or late loses
-//     nothing), with "moved to X" (a mark), with "nothing here" (and a mark
-//     to the asker: it holds the key from then on), or with Mine: the
-//     answerer is taking the key itself, and the asker's calls go there. Two
-//     members that pull a key from each other at once break the tie by name.
-//     A pull names the incarnation it expects and carries the members it
-//     asked, so a restarted member never answers for its predecessor and a
-//     cycle of members that name each other ends.
+//     nothing), with "moved to X" (a mark; also while a push of the state
+//     to X is on its way), with "nothing here" (and a mark to the asker: it
+//     holds the key from then on, and a state that reaches the answerer
+//     later goes on to it), or with Mine: the answerer is taking the key
+//     itself, and the asker's calls go there. Two members that pull a key
+//     from each other at once break the tie by name. A pull names the
+//     incarnation it expects and carries the members it asked, so a
+//     restarted member never answers for its predecessor and a cycle of
+//     members that name each other ends. A member that said "moved to X"
+//     is asked again if X holds nothing (its push may still be on the way,
+//     and its copy is the state).
 //   - A member that cannot be reached is asked again before it is given up
-//     (slow is not dead); then the key is loaded from the store, which holds
-//     what holders wrote behind. With a store, a key that no source holds is
-//     loaded too before it starts (its last holder may have crashed and
-//     restarted under the same name).
-//   - A leaving node refuses pushed states (their senders keep them) and
-//     hands its own to the owners of its latest view.
+//     (slow is not dead); then it is told so (Dropped: a state it gave in an
+//     answer that never arrived comes back to it), and the key is loaded
+//     from the store, which holds what holders wrote behind. With a store, a
+//     key that no source holds is loaded too before it starts (its last
+//     holder may have crashed and restarted under the same name).
+//   - A leaving node refuses pushed states (their senders keep them, and
+//     learn that it leaves: their shells drop it from their views), takes
+//     no state back and promises none, and hands its own to the owners of
+//     its latest view, again and again while any comes back, before it
+//     leaves the gossip.
 //   - States carry versions (see Version): a late or duplicate copy is
 //     never installed over a newer state, and two states of one key that
 //     started apart (two nodes that each took the key while they disagreed
 //     on its owner) merge by adding what each consumed (local.Merge). A load
-//     from the store starts a branch of its own.
+//     from the store starts a branch of its own, which merges with any
+//     state of the key that arrives later (the store's copy may lag).
 //
 // A key can be decided in two places only when a holder becomes unreachable
 // to the key's next owner: a crash (what it did not write behind is lost),
@@ -71,11 +80,13 @@
 //     version), then sends; each item's answer is Confirmed or refused
 //     (TakeBack: the copy comes back and is installed). A push is meant for
 //     the incarnation of its target (Arrival.Inc). One that cannot be
-//     delivered stays given (Pending resends it); the store gets a copy.
+//     delivered stays given (Pending resends it); the store gets a copy. A
+//     state given in a pull's answer is GaveInAnswer; a Drop in Pulled's
+//     action is sent to that member, which calls Dropped.
 //   - Versions: a state started here has one origin of its own; it takes
 //     Next at every hand-over, Seq rises with every write behind, and a
-//     load is stored.Loaded (a branch of its own). Loaded must not be followed by an
-//     import over a state that is here.
+//     load is stored.Loaded (a branch of its own). Loaded must not be
+//     followed by an import over a state that is here.
 //   - The calls parked on a key (Wait) are decided when its pull ends here,
 //     at that moment and under the lock, or sent to the member the pull's
 //     end names; a call that stops waiting is taken off first.
@@ -90,7 +101,8 @@
 // order of events is all the protocol depends on. The deterministic
 // simulator in this package's tests drives the core with the real local
 // store through seeded schedules of delays, drops, cuts (one-way and both
-// ways), pauses, false deaths, crashes with restarts, joins and leaves, and
+// ways), pauses, false deaths, crashes with restarts, joins, leaves and
+// rolling restarts (a leave, then the same name again), and
 // checks that every key admits no more than one exact limiter given the same
 // calls (plus the bound for each episode above), and that every call is
 // answered. Replay a schedule with

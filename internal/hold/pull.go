@@ -50,6 +50,14 @@ const maxPullTries = 3
 // decided here. Install over a held state means merging the two.
 func (c *Core) Pulled(key string, h uint64, from string, a Answer, held *Version, now int64) Action {
 	f := c.pulls[key]
+	act := c.pulled(key, h, from, a, held, now, f)
+	if f != nil && a.Kind == Unreachable && !(act.Kind == Pull && act.To == from) && !act.Install {
+		act.Drop = from // given up on (see Action.Drop)
+	}
+	return act
+}
+
+func (c *Core) pulled(key string, h uint64, from string, a Answer, held *Version, now int64, f *flight) Action {
 	got := a.Kind == State && a.St != nil
 	if m := c.liveMark(key, now); got && m != nil && m.to != c.self && !m.ver.Less(a.Ver) {
 		// A stale copy (the state came here by another way too, and this
@@ -152,6 +160,17 @@ func (c *Core) Pulled(key string, h uint64, from string, a Answer, held *Version
 	}
 	if a.Kind == None {
 		f.cleared = append(f.cleared, from)
+		if by := f.namedBy[from]; by != "" && !f.hinted && len(f.asked) < maxPullSteps {
+			// by said the state went to from, which holds nothing: a push
+			// of it may still be on its way there, and by keeps a copy
+			// until from confirms it. Tell by, and ask it again: the copy
+			// comes here (from, when it arrives, sends it on after it).
+			f.hinted = true
+			f.asked = append(f.asked, by)
+			gone, inc := from, f.inc
+			f.tries, f.inc = 0, 0
+			return Action{Kind: Pull, To: by, Gone: gone, GoneInc: inc}
+		}
 	}
 	// Nothing there: the next source, if any.
 	if to, inc := c.nextSource(key, h, f.asked); to != "" {
@@ -322,6 +341,12 @@ func (c *Core) Asked(a Ask) Reply {
 		// answer may be lost, or come after the asker gave up on it.
 		m.served = true
 		return Reply{Copy: m.copy, Ver: m.ver, A: Answer{Kind: State, St: m.copy, Ver: m.ver}}
+	}
+	if m := c.liveMark(a.Key, a.Now); m != nil && m.copy != nil && m.to != c.self {
+		// A push of the state to m.to is on its way: it is there, or comes
+		// back here (a pull of this node's own, to take it back, may be out
+		// too). The asker goes there; the copy is never given up for it.
+		return Reply{A: Answer{Kind: MovedTo, To: m.to, Inc: m.inc}}
 	}
 	// Not here. Whoever may still hold it for this node (an unresolved
 	// source of its own, a pull on its way) holds it for the asker now.

@@ -35,7 +35,28 @@ func (c *Core) dropMark() {
 // state sent, kept until Confirmed (an answer lost on the way is not a
 // state lost: the member's next pull gets the copy).
 func (c *Core) Gave(key, to string, ver Version, copy *ringlimit.State, until int64) {
-	c.setMark(key, &mark{to: to, ver: ver, copy: copy, until: until})
+	c.setMark(key, &mark{to: to, ver: ver, copy: copy, until: until, pushed: true})
+}
+
+// GaveInAnswer is Gave for a state that left in the answer to a pull of to
+// (Reply.Give): to installs it and confirms, or gives up on this node and
+// says so (Dropped).
+func (c *Core) GaveInAnswer(key, to string, ver Version, copy *ringlimit.State, until int64) {
+	c.setMark(key, &mark{to: to, ver: ver, copy: copy, until: until, served: true})
+}
+
+// Dropped records that the member asker gave up its pull of key from this
+// node (no answer reached it in time): a state this node gave it in an
+// answer, which it did not install, comes back. It returns the copy to
+// install, if the mark still holds one for asker and no push of it is on
+// its way.
+func (c *Core) Dropped(key, asker string) (*ringlimit.State, Version, bool) {
+	m := c.marks[key]
+	if m == nil || m.to != asker || m.copy == nil || m.pushed {
+		return nil, Version{}, false
+	}
+	delete(c.marks, key)
+	return m.copy, m.ver, true
 }
 
 // Pending returns the copy this node keeps of key's state for a push to
@@ -119,7 +140,8 @@ func (c *Core) Arrived(a Arrival) (install bool, on string, refused bool) {
 	if a.Has && a.Held.Covers(a.Ver) {
 		return false, "", false // a copy of one installed already
 	}
-	if m := c.liveMark(a.Key, a.Now); m != nil && m.to != c.self && !m.ver.Less(a.Ver) {
+	m := c.liveMark(a.Key, a.Now)
+	if m != nil && m.to != c.self && !m.ver.Less(a.Ver) {
 		return false, "", false // a late copy of one this node has passed on since
 	}
 	if c.leaving != nil {
@@ -130,6 +152,13 @@ func (c *Core) Arrived(a Arrival) (install bool, on string, refused bool) {
 	}
 	delete(c.marks, a.Key)
 	delete(c.pulls, a.Key) // a pull on its way ends here: the state came
+	if m != nil && m.ver.Epoch == 0 && m.to != c.self && m.to != a.From && m.copy == nil {
+		// This node told m.to it holds nothing (or that m.to takes the key):
+		// m.to holds the key since, and this late state goes on to it
+		// (where the two merge). Kept here, it would be decided in two
+		// places.
+		return true, m.to, false
+	}
 	if o := c.Owner(a.Hash); o != c.self && o != a.From {
 		return true, o, false
 	}

@@ -131,17 +131,19 @@ func (s *sim) fault() {
 			until := s.now + s.rnd(10*ms, 500*ms)
 			s.logf("cut %s->%s until %.0fms", a, b, float64(until)/float64(ms))
 			l := s.link(a, b)
-			l.blocked, l.cutUntil, l.conn = until, until, l.conn+1
+			l.blocked, l.cutFrom, l.cutUntil, l.conn = until, s.now, until, l.conn+1
 			if s.rng.IntN(2) == 0 {
 				l := s.link(b, a)
-				l.blocked, l.cutUntil, l.conn = until, until, l.conn+1
+				l.blocked, l.cutFrom, l.cutUntil, l.conn = until, s.now, until, l.conn+1
 			}
 		}
 	case 5: // a dropped connection: what is in flight on it is lost
 		if len(live) > 1 {
 			a, b := pick(), pick()
 			s.logf("drop %s->%s", a, b)
-			s.link(a, b).conn++
+			l := s.link(a, b)
+			l.conn++
+			l.dropAt = s.now
 		}
 	default: // a pause
 		if len(live) > 0 {

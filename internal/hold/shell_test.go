@@ -91,7 +91,7 @@ func (s *sim) push(n *snode, to string, items []pushed, try int) {
 		reply(func() {
 			n.pushes--
 			if leaving && len(refused) > 0 {
-				_ = tinc // s.leaves(n, to, tinc)
+				s.leaves(n, to, tinc)
 			}
 			for _, it := range items {
 				if !slices.ContainsFunc(refused, func(r pushed) bool { return r.key == it.key }) {
@@ -158,10 +158,13 @@ func (s *sim) arrive(t *snode, from string, it pushed) bool {
 		return true
 	}
 	s.install(t, it.key, it.st, it.ver)
-	s.release(t, it.key, false) // (on says where it goes next)
 	if on != "" {
+		// It goes on to on, and the calls waiting here go after it.
 		s.pushTo(t, it.key, on)
+		s.redirect(t, it.key, on)
+		return true
 	}
+	s.release(t, it.key, false)
 	return true
 }
 
@@ -383,6 +386,7 @@ func (s *sim) pullGone(n *snode, key, to string, want uint64, gone string, goneI
 	h := ring.Hash(key)
 	path := slices.Clone(n.core.Path(key))
 	s.logf("%s pulls %s from %s (inc %d)", n.name, key, to, want)
+	start := s.now
 	s.rpc(n.name, to, 80*ms, func(reply func(func())) {
 		t := s.nodes[to]
 		defer func() { s.logf("%s asked %s by %s", t.name, key, n.name) }()
@@ -395,7 +399,7 @@ func (s *sim) pullGone(n *snode, key, to string, want uint64, gone string, goneI
 			delete(t.vers, key)
 			if ok {
 				c := st
-				t.core.Gave(key, n.name, ver, &c, st.Until)
+				t.core.GaveInAnswer(key, n.name, ver, &c, st.Until)
 				a = Answer{Kind: State, St: &st, Ver: ver}
 			} else {
 				a = Answer{Kind: None}
@@ -406,10 +410,22 @@ func (s *sim) pullGone(n *snode, key, to string, want uint64, gone string, goneI
 				a = Answer{Kind: State, St: &st, Ver: t.vers[key]}
 			}
 		}
-		reply(func() { s.pulled(n, key, to, a) })
+		reply(func() {
+			delete(n.faulted, key)
+			s.pulled(n, key, to, a)
+		})
 	}, func() {
 		if n.inc != inc {
 			return
+		}
+		if f := n.faulted[key]; s.faultIn(n.name, to, start, s.now) {
+			if f.to != to {
+				f = faulted{to: to}
+			}
+			f.n++
+			n.faulted[key] = f
+		} else {
+			delete(n.faulted, key)
 		}
 		s.pulled(n, key, to, Answer{Kind: Unreachable})
 	})
@@ -426,9 +442,18 @@ func (s *sim) pulled(n *snode, key, from string, a Answer) {
 		// was paused longer than that give-up bound (to its peers, a
 		// member paused that long is a crashed one). A member that was
 		// only slow is not one.
-		if s.lost(n.name, from, maxPullTries*80*ms) {
+		if f := n.faulted[key]; s.lost(n.name, from, maxPullTries*80*ms) || f.to == from && f.n >= maxPullTries {
+			// (Lost too: every pull of it timed out for a fault, its
+			// pauses and cuts together, even if no one lasted the bound.)
 			s.credit(key, from)
 		}
+		delete(n.faulted, key)
+	}
+	if act.Drop != "" {
+		// The member given up on hears of it: a state it gave in an
+		// answer that never came here goes back to it.
+		me, to := n.name, act.Drop
+		s.send(me, to, func() { s.dropped(s.nodes[to], key, me) })
 	}
 	if act.Install {
 		if act.St != nil {
@@ -452,6 +477,16 @@ func (s *sim) pulled(n *snode, key, from string, a Answer) {
 			s.pushTo(n, key, act.PushTo)
 		}
 		s.redirect(n, key, act.To)
+	}
+}
+
+// dropped is t hearing that asker gave up its pull of key from t.
+func (s *sim) dropped(t *snode, key, asker string) {
+	st, ver, ok := t.core.Dropped(key, asker)
+	s.logf("%s hears %s gave up pulling %s: back=%v", t.name, asker, key, ok)
+	if ok {
+		s.install(t, key, *st, ver)
+		s.release(t, key, true)
 	}
 }
 
@@ -556,7 +591,7 @@ func (s *sim) release(n *snode, key string, stray bool) {
 // pushStray pushes key's state to its owner if it is held here and another
 // member owns it in n's view.
 func (s *sim) pushStray(n *snode, key string) {
-	if to := n.core.Stray(ring.Hash(key)); to != "" && !n.core.Leaving() {
+	if to := n.core.Stray(ring.Hash(key)); to != "" {
 		s.pushTo(n, key, to) // (a leaving node's too: it keeps nothing)
 	}
 }

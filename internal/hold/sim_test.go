@@ -24,16 +24,20 @@ import (
 // two-way partitions; process pauses (a paused node handles nothing until
 // it resumes); false deaths (a member taken out of other members' views
 // while it runs and answers); crashes with restarts (all memory lost);
-// joins; graceful leaves; a write-behind store with versioned
-// (compare-and-set) writes; clock skew.
+// joins; graceful leaves, half of them a rolling restart's (the name starts
+// again once the leaver stops), their news reaching the views up to 250 ms
+// late; a write-behind store with versioned (compare-and-set) writes; clock
+// skew; bursts of calls around each fault. A node's timeouts do not count
+// the time it was paused itself (node's follow its own lag).
 //
 // The invariant: for every key, the hits admitted are at most what one
 // in-memory limiter admits for the same calls. The rules' windows outlast
 // a run, so that is the key's capacity C. The exception is a holder that
 // becomes unreachable to the key's next owner: a crash, or a cut that
-// outlasts the pull's timeout. Each such episode (a store load after an
-// unreachable pull, a store decision after a forward failed) may add at
-// most C: admitted ≤ C × (1 + episodes). Liveness: every call made on a
+// outlasts the pull's timeout, or pauses and cuts that together kept it
+// from answering every pull until the puller gave up. Each such episode (a
+// store load after an unreachable pull, a store decision after a forward
+// failed) may add at most C: admitted ≤ C × (1 + episodes). Liveness: every call made on a
 // node that did not crash is answered once the faults heal.
 
 const (
@@ -105,7 +109,9 @@ type link struct {
 	last     int64 // the last delivery scheduled: FIFO
 	conn     int   // bumped by a dropped connection: older messages are lost
 	blocked  int64 // until then, nothing gets through
+	cutFrom  int64 // the start of the last cut
 	cutUntil int64 // the end of the last cut
+	dropAt   int64 // the last dropped connection
 }
 
 type snode struct {
@@ -123,10 +129,18 @@ type snode struct {
 	gossip   []string            // the view gossip gave it, leavers included
 	leavers  map[string]int      // members that refused a push as leavers, in that incarnation
 	waiting  map[string][]*scall // calls parked on a pull
+	faulted  map[string]faulted  // by key: the pulls of one member in a row that a fault timed out
 	served   map[uint64]ringlimit.Decision
 	pushes   int // unconfirmed push batches
 	pushFail bool
 	sentDone uint64 // the view id of the last Done sent
+}
+
+// faulted counts the pulls of a key from the member to in a row that timed
+// out because of a fault (faultIn).
+type faulted struct {
+	to string
+	n  int
 }
 
 type scall struct {
@@ -387,16 +401,29 @@ func (s *sim) deliver(to string, inc int, fn func()) {
 
 // rpc sends a request and calls reply with the answer, or fail if none
 // came within timeout (the answer is then ignored).
+//
+// The timeout does not count the time the caller itself was paused (node's
+// timeouts follow its own scheduling lag, see failover.Lag): it runs that
+// much longer, so that an answer that came while the caller was paused is
+// read before it gives up.
 func (s *sim) rpc(from, to string, timeout int64, req func(reply func(func())), fail func()) {
 	fromInc := s.nodes[from].inc
 	settled := false
-	s.at(s.now+timeout, func() {
+	var expire func(since int64)
+	expire = func(since int64) {
 		if settled {
+			return
+		}
+		if p := s.pausedIn(s.nodes[from], since, s.now); p > 0 {
+			now := s.now
+			s.at(s.now+p, func() { expire(now) })
 			return
 		}
 		settled = true
 		s.deliver(from, fromInc, fail)
-	})
+	}
+	start := s.now
+	s.at(s.now+timeout, func() { expire(start) })
 	s.send(from, to, func() {
 		req(func(answer func()) {
 			s.send(to, from, func() {
@@ -408,6 +435,34 @@ func (s *sim) rpc(from, to string, timeout int64, req func(reply func(func())), 
 			})
 		})
 	})
+}
+
+// faultIn reports whether a fault kept the member to from answering the
+// member from between t0 and t1: it crashed or stopped, it was paused, or a
+// link between them was cut or dropped. A request that timed out with none
+// of these was only slow.
+func (s *sim) faultIn(from, to string, t0, t1 int64) bool {
+	t := s.nodes[to]
+	if t == nil || !t.alive || s.pausedIn(t, t0, t1) > 0 {
+		return true
+	}
+	for _, l := range []*link{s.link(from, to), s.link(to, from)} {
+		if l.cutFrom < t1 && l.cutUntil > t0 || l.dropAt >= t0 && l.dropAt <= t1 && l.dropAt > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// pausedIn is how long n was paused between from and to (µs).
+func (s *sim) pausedIn(n *snode, from, to int64) int64 {
+	var p int64
+	for _, ps := range n.pauses {
+		if lo, hi := max(ps[0], from), min(ps[1], to); hi > lo {
+			p += hi - lo
+		}
+	}
+	return p
 }
 
 // --- nodes ------------------------------------------------------------
@@ -432,6 +487,7 @@ func (s *sim) start(name string) *snode {
 	n.vers = map[string]Version{}
 	n.view, n.gossip, n.leavers = nil, nil, nil
 	n.waiting = map[string][]*scall{}
+	n.faulted = map[string]faulted{}
 	n.served = map[uint64]ringlimit.Decision{}
 	n.pushes, n.sentDone, n.pushFail = 0, 0, false
 	nv := s.newRing([]string{name})
@@ -486,8 +542,11 @@ func (s *sim) leave(name string, restart bool) {
 		if n.inc != inc || !n.alive {
 			return
 		}
-		if n.pushes > 0 && tries < 50 {
-			s.at(s.now+5*ms, func() { wait(tries + 1) })
+		if (n.pushes > 0 || s.holds(n)) && tries < 50 {
+			if n.pushes == 0 {
+				s.pushAll(n) // what came back (a push refused) goes out again
+			}
+			s.at(s.now+5*ms, func() { s.deliver(name, inc, func() { wait(tries + 1) }) })
 			return
 		}
 		// Its leave reaches the others' views a gossip round or a few
@@ -497,6 +556,16 @@ func (s *sim) leave(name string, restart bool) {
 		s.at(s.now+s.rnd(0, 450*ms), func() { s.stop(n, inc, restart, 0) })
 	}
 	wait(0)
+}
+
+// holds reports whether n holds a state.
+func (s *sim) holds(n *snode) bool {
+	for _, k := range s.keys {
+		if n.lim.Has(k) {
+			return true
+		}
+	}
+	return false
 }
 
 // holding reports whether n holds a state, or a copy of one it pushed that
@@ -518,7 +587,7 @@ func (s *sim) stop(n *snode, inc int, restart bool, tries int) {
 	if n.inc != inc || !n.alive {
 		return
 	}
-	if s.holding(n) && tries < 0 {
+	if s.holding(n) && tries < 50 {
 		if n.pushes == 0 {
 			s.pushAll(n)
 		}
