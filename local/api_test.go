@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -534,5 +536,23 @@ func TestHeapWithinMaxBytes(t *testing.T) {
 			t.Errorf("%s: Stats.Bytes %d over MaxBytes", c.name, st.Bytes)
 		}
 		runtime.KeepAlive(l)
+	}
+}
+
+// local's face is small: the decisions, Peek, Reset, waiting and Stats. The
+// steps a hand-over takes a state through (take, import, range, drain, the
+// decisions that say whether the state was here) are node's, behind
+// internal/memstore: a method of theirs here would let a caller move a
+// state past the ownership core.
+func TestPublicFace(t *testing.T) {
+	want := []string{"AllowAll", "AllowAllAt", "AllowN", "AllowNAt", "AppendAll", "Cancel", "CancelAt",
+		"Peek", "ReserveN", "Reset", "Stats", "Wait", "WaitN"}
+	var got []string
+	typ := reflect.TypeOf(&local.Limiter{})
+	for i := range typ.NumMethod() {
+		got = append(got, typ.Method(i).Name)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("local.Limiter's methods are %v, want %v", got, want)
 	}
 }

@@ -11,14 +11,15 @@
 //
 // # Keys
 //
-// Each call hashes its key once (Config.Hash, or a seeded maphash). The
+// Each call hashes its key once (a seeded maphash; node's store hashes with
+// the ring's hash instead, so that a ring change finds the keys it moves). The
 // hash's low bits pick one of up to 64 shards, each a map behind its own
 // mutex, so cores do not contend on one lock; a limiter gets one shard per
 // 1,024 keys its bounds let in, so a small one stays small (measured: with
 // MaxKeys 1000, 1.3 KiB beyond what Stats.Bytes counts; with the default
-// Config, 64 shards, 68 KiB). The index keeps the hash's top 32 bits, so RangeArcs finds the
-// keys of stretches of the hash ring by reading 8 bytes a key and the
-// entries of those keys alone.
+// Config, 64 shards, 68 KiB). The index keeps the hash's top 32 bits, so a
+// walk over stretches of the hash (node's, after a ring change) reads 8
+// bytes a key and the entries of the keys it finds alone.
 //
 // A key whose state no longer matters — a bucket refilled, a window passed,
 // a log emptied — decides exactly as an absent one, and is dropped by a sweep
@@ -37,7 +38,7 @@
 // denied now. A hit writes nothing but its own entry: no recency list. A
 // decision that leaves a key nothing remaining records until when it
 // denies (a peek's RetryAfter), exactly, in 8 bytes beside its entry; a
-// state that came in by Import counts as denying from its first decision
+// state that came in from another node counts as denying from its first decision
 // here, and one that was exhausted under a rule whose Limit then rose
 // counts as denying until it would have admitted under the old one.
 //
@@ -64,8 +65,8 @@
 // keys, and of 4 KiB keys after small ones, the live heap the limiter holds
 // is Stats.Bytes (to within 1 % of MaxBytes) plus its shards, measured at
 // 0.82 to 1.01 × MaxBytes with MaxBytes 8 MiB; a test holds it within
-// 1.25 ×. Not counted: with TrackChanges, the list of slots changed since
-// the last Drain (4 bytes each). MaxBytes is per shard (MaxBytes / shards), and so is
+// 1.25 ×. Not counted: in node's store, the list of slots changed since
+// the last write-behind (4 bytes each). MaxBytes is per shard (MaxBytes / shards), and so is
 // MaxKeys: a shard may fill a little before the limiter does, and one with
 // a small share (under a few pages) holds fewer keys than its share would
 // fit, since it allocates slots a page at a time. A single sliding log may

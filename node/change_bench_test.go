@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/ringlimit/ringlimit"
-	"github.com/ringlimit/ringlimit/local"
+	"github.com/ringlimit/ringlimit/internal/memstore"
 	"github.com/ringlimit/ringlimit/ring"
 )
 
@@ -16,7 +16,7 @@ import (
 // lost (none), which is what node's push does (moves.go); beside it the
 // Range+Owner of every key that a change cost before.
 func BenchmarkRingChangeNoMove(b *testing.B) {
-	l := local.New(local.Config{Hash: ring.Hash})
+	l := memstore.New(memstore.Config{Hash: ring.Hash})
 	rule := ringlimit.Rule{Limit: 10, Window: time.Hour}
 	before := ring.New([]string{"a", "b", "c", "d"}, 0)
 	after := ring.New([]string{"a", "b", "c"}, 0) // d leaves; a loses nothing
@@ -32,12 +32,12 @@ func BenchmarkRingChangeNoMove(b *testing.B) {
 		b.ReportAllocs()
 		for range b.N {
 			_, lost := ring.Moved(before, after, "a")
-			var arcs []local.Arc
+			var arcs []memstore.Arc
 			for _, a := range lost {
-				arcs = append(arcs, local.Arc{Start: a.From, End: a.To})
+				arcs = append(arcs, memstore.Arc{Start: a.From, End: a.To})
 			}
 			visited := 0
-			l.RangeArcs(arcs, func(string, local.State) bool { visited++; return true })
+			l.RangeArcs(arcs, func(string, memstore.State) bool { visited++; return true })
 			if visited != 0 {
 				b.Fatalf("visited %d keys", visited)
 			}
@@ -46,7 +46,7 @@ func BenchmarkRingChangeNoMove(b *testing.B) {
 	b.Run("Range+Owner", func(b *testing.B) {
 		for range b.N {
 			moved := 0
-			l.Range(func(k string, _ local.State) bool {
+			l.Range(func(k string, _ memstore.State) bool {
 				if after.Owner(k) != "a" {
 					moved++
 				}
@@ -70,7 +70,7 @@ func BenchmarkRingChangeNoMove(b *testing.B) {
 // worst call ≤ 2 ms.
 func BenchmarkRingChangeWorstCall(b *testing.B) {
 	const keys = 4 << 20
-	l := local.New(local.Config{Hash: ring.Hash, MaxKeys: keys})
+	l := memstore.New(memstore.Config{Hash: ring.Hash, MaxKeys: keys})
 	rule := ringlimit.Rule{Limit: 10, Window: time.Hour}
 	now := time.Now()
 	for i := range keys {
@@ -99,12 +99,12 @@ func BenchmarkRingChangeWorstCall(b *testing.B) {
 		go caller(stop, done)
 		t0 := time.Now()
 		_, lost := ring.Moved(before, after, "a")
-		var arcs []local.Arc
+		var arcs []memstore.Arc
 		for _, a := range lost {
-			arcs = append(arcs, local.Arc{Start: a.From, End: a.To})
+			arcs = append(arcs, memstore.Arc{Start: a.From, End: a.To})
 		}
 		var moved []string
-		l.RangeArcs(arcs, func(k string, _ local.State) bool { moved = append(moved, k); return true })
+		l.RangeArcs(arcs, func(k string, _ memstore.State) bool { moved = append(moved, k); return true })
 		for _, k := range moved {
 			l.Take(k)
 		}

@@ -6,7 +6,8 @@
 // Each call goes one way, top to bottom:
 //
 //  1. This node owns the key (by its snapshot of the consistent-hash ring):
-//     it decides from its own memory (package local). Source Local; about
+//     it decides from its own memory (internal/memstore, package local's
+//     store). Source Local; about
 //     1.35× a bare local.AllowN (the key hashed once, for the ring and the
 //     local store; one lock, the local store's), no allocation.
 //  2. A peer owns it: the call is forwarded over a persistent, authenticated
@@ -57,8 +58,9 @@
 //	writebehind.go, store.go, state.go: the store tier and the states'
 //	            encoding (ringlimit.State, shared with local and remote).
 //
-// The local store (package local) holds states only: decide, export and
-// import, range and drain. It knows nothing of owners.
+// The local store (internal/memstore, the store behind package local, with
+// the steps a hand-over needs: take and import, range and drain) holds
+// states only. It knows nothing of owners.
 //
 // # Ownership changes
 //

@@ -2,7 +2,7 @@ package node
 
 import (
 	"github.com/ringlimit/ringlimit/internal/hold"
-	"github.com/ringlimit/ringlimit/local"
+	"github.com/ringlimit/ringlimit/internal/memstore"
 	"github.com/ringlimit/ringlimit/ring"
 )
 
@@ -27,7 +27,7 @@ func Crash(n *Node) {
 
 // Install puts st in n's local store as key's state, as a hand-over
 // would: tests use it to put a state where the ring does not send the key.
-func Install(n *Node, key string, st local.State) {
+func Install(n *Node, key string, st memstore.State) {
 	n.own.begin()
 	n.installLocked(key, st, hold.Fresh(n.nowMs(), randOrigin()))
 	if n.own.core.Stray(ring.Hash(key)) != "" {

@@ -8,8 +8,8 @@ import (
 
 	"github.com/ringlimit/ringlimit"
 	"github.com/ringlimit/ringlimit/internal/hold"
+	"github.com/ringlimit/ringlimit/internal/memstore"
 	"github.com/ringlimit/ringlimit/internal/peer"
-	"github.com/ringlimit/ringlimit/local"
 	"github.com/ringlimit/ringlimit/remote"
 	"github.com/ringlimit/ringlimit/ring"
 )
@@ -181,7 +181,7 @@ func (n *Node) pushLoop() {
 // every key. It returns how many states it gave.
 func (n *Node) pushOnce() (given int) {
 	var keys []string
-	add := func(key string, _ local.State) bool {
+	add := func(key string, _ memstore.State) bool {
 		keys = append(keys, key) // (a key of several indexes comes once each: the second give finds nothing)
 		return true
 	}
@@ -724,7 +724,7 @@ func (n *Node) finishHandOff() {
 	n.handOffRounds()
 	var left []pushItem
 	n.own.mu.Lock()
-	n.local.Range(func(key string, st local.State) bool {
+	n.local.Range(func(key string, st memstore.State) bool {
 		left = append(left, pushItem{key: key, st: st, ver: n.own.verOf(key)})
 		return true
 	})

@@ -3,7 +3,7 @@ package node
 import (
 	"sync"
 
-	"github.com/ringlimit/ringlimit/local"
+	"github.com/ringlimit/ringlimit/internal/memstore"
 	"github.com/ringlimit/ringlimit/ring"
 )
 
@@ -17,7 +17,7 @@ import (
 // bounds, the next push scans every key, as a change did before.
 type moves struct {
 	mu     sync.Mutex
-	arcs   []local.Arc
+	arcs   []memstore.Arc
 	strays map[string]struct{}
 	all    bool // scan every key
 }
@@ -45,7 +45,7 @@ func (mv *moves) lost(prev, next *ring.Ring, self string) {
 		return
 	}
 	for _, a := range arcs {
-		mv.arcs = append(mv.arcs, local.Arc{Start: a.From, End: a.To})
+		mv.arcs = append(mv.arcs, memstore.Arc{Start: a.From, End: a.To})
 	}
 }
 
@@ -74,7 +74,7 @@ func (mv *moves) pending() bool {
 }
 
 // take returns what was recorded, and forgets it.
-func (mv *moves) take() (arcs []local.Arc, strays map[string]struct{}, all bool) {
+func (mv *moves) take() (arcs []memstore.Arc, strays map[string]struct{}, all bool) {
 	mv.mu.Lock()
 	defer mv.mu.Unlock()
 	arcs, strays, all = mv.arcs, mv.strays, mv.all

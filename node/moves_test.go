@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/ringlimit/ringlimit"
+	"github.com/ringlimit/ringlimit/internal/memstore"
 	"github.com/ringlimit/ringlimit/internal/testclock"
-	"github.com/ringlimit/ringlimit/local"
 	"github.com/ringlimit/ringlimit/node"
 	"github.com/ringlimit/ringlimit/node/nodetest"
 )
@@ -27,7 +27,7 @@ func TestStrayStateFollowsItsKey(t *testing.T) {
 	rule := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: 5, Window: time.Hour}
 	key := keysOwnedBy(a, b.Name(), 1)[0]
 	// The key's state, its limit used up, as another member held it.
-	src := local.New(local.Config{Clock: clk})
+	src := memstore.New(memstore.Config{Clock: clk})
 	for range rule.Limit {
 		if d, err := src.AllowN(ctx, key, rule, 1); err != nil || !d.Allowed {
 			t.Fatalf("%+v, %v", d, err)

@@ -12,8 +12,8 @@ import (
 	"github.com/ringlimit/ringlimit"
 	"github.com/ringlimit/ringlimit/failover"
 	"github.com/ringlimit/ringlimit/internal/logsum"
+	"github.com/ringlimit/ringlimit/internal/memstore"
 	"github.com/ringlimit/ringlimit/internal/peer"
-	"github.com/ringlimit/ringlimit/local"
 	"github.com/ringlimit/ringlimit/ring"
 )
 
@@ -27,7 +27,7 @@ import (
 type Node struct {
 	cfg     Config
 	name    string
-	local   *local.Limiter
+	local   *memstore.Limiter // the states this node holds (internal/memstore: package local's store, with the hand-over steps)
 	members *ring.Membership
 	server  *peer.Server
 	store   *failover.Limiter
@@ -107,7 +107,7 @@ func New(cfg Config) (*Node, error) {
 	n.store, n.closer = store, closer
 	// The local store places keys by their ring hash: a call hashes its key
 	// once, and a ring change finds the keys of the arcs that move.
-	n.local = local.New(local.Config{MaxKeys: cfg.MaxKeys, MaxBytes: cfg.MaxBytes, Clock: cfg.Clock,
+	n.local = memstore.New(memstore.Config{MaxKeys: cfg.MaxKeys, MaxBytes: cfg.MaxBytes, Clock: cfg.Clock,
 		TrackChanges: n.states != nil && cfg.WriteBehind > 0, Hash: ring.Hash})
 	// A node given members to join decides nothing until it has seen them
 	// (any key may be held elsewhere); with a store, a key that no member

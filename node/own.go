@@ -13,8 +13,8 @@ import (
 
 	"github.com/ringlimit/ringlimit"
 	"github.com/ringlimit/ringlimit/internal/hold"
+	"github.com/ringlimit/ringlimit/internal/memstore"
 	"github.com/ringlimit/ringlimit/internal/peer"
-	"github.com/ringlimit/ringlimit/local"
 	"github.com/ringlimit/ringlimit/remote"
 	"github.com/ringlimit/ringlimit/ring"
 )
@@ -163,7 +163,7 @@ func (o *owner) verOf(key string) hold.Version {
 
 // held is the version of key's state if it is here, nil if not. Under the
 // lock.
-func (o *owner) held(l *local.Limiter, key string) *hold.Version {
+func (o *owner) held(l *memstore.Limiter, key string) *hold.Version {
 	if !l.Has(key) {
 		return nil
 	}
@@ -198,7 +198,7 @@ func (o *owner) writeVer(key string) hold.Version {
 
 // sweep drops the versions of keys no longer held here (evicted, or
 // expired). Under the lock.
-func (o *owner) sweep(l *local.Limiter) {
+func (o *owner) sweep(l *memstore.Limiter) {
 	if len(o.vers) < maxVers/2 {
 		for k := range o.vers {
 			if !l.Has(k) {
@@ -247,7 +247,7 @@ func (v view) id() uint64 {
 func (n *Node) installLocked(key string, st ringlimit.State, ver hold.Version) {
 	o := &n.own
 	if cur, ok := n.local.Take(key); ok {
-		st = local.Merge(cur, st)
+		st = memstore.Merge(cur, st)
 		ver = hold.Join(o.verOf(key), ver)
 	}
 	if n.local.Import(key, st) {

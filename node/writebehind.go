@@ -7,7 +7,7 @@ import (
 
 	"github.com/ringlimit/ringlimit"
 	"github.com/ringlimit/ringlimit/failover"
-	"github.com/ringlimit/ringlimit/local"
+	"github.com/ringlimit/ringlimit/internal/memstore"
 	"github.com/ringlimit/ringlimit/remote"
 )
 
@@ -71,7 +71,7 @@ func (n *Node) writeBehind(queue []remote.KeyState) []remote.KeyState {
 	// Under the core's lock: a state's version is the one it has when it
 	// is drained, and no hand-over changes it meanwhile.
 	n.own.mu.Lock()
-	n.local.Drain(func(key string, s local.State) {
+	n.local.Drain(func(key string, s memstore.State) {
 		ks := remote.KeyState{Key: key, State: s, TTL: ringlimit.Millis(s.Until - now)}
 		setVersion(&ks, n.own.writeVer(key))
 		queue = append(queue, ks)

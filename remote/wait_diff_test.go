@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/ringlimit/ringlimit"
+	"github.com/ringlimit/ringlimit/internal/memstore"
 	"github.com/ringlimit/ringlimit/internal/testclock"
-	"github.com/ringlimit/ringlimit/local"
 	"github.com/ringlimit/ringlimit/remote"
 )
 
@@ -24,14 +24,14 @@ func TestReserveMatchesLocal(t *testing.T) {
 		for seed := range uint64(40) {
 			rng := rand.New(rand.NewPCG(seed, uint64(alg)))
 			clk := testclock.New(time.Now().Truncate(time.Millisecond))
-			loc := local.New(local.Config{Clock: clk})
+			loc := memstore.New(memstore.Config{Clock: clk})
 			rem := remote.New(c, remote.Config{Clock: clk})
 			remote.SetTTLPad(rem, 24*3600*1000) // the server's clock must not expire what the manual one still needs
 			rule := ringlimit.Rule{Algorithm: alg, Limit: 1 + rng.Int64N(20),
 				Window: time.Duration(1+rng.Int64N(2000)) * time.Millisecond, Burst: rng.Int64N(6)}
 			key := fmt.Sprintf("diff-%s-%d", alg, seed)
 			type pair struct {
-				l local.Reservation
+				l memstore.Reservation
 				r func(context.Context) error
 			}
 			var pend []pair

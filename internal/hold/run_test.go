@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlimit/ringlimit/local"
+	"github.com/ringlimit/ringlimit/internal/memstore"
 )
 
 var (
@@ -195,7 +195,7 @@ func (s *sim) check() result {
 	}
 	// The reference: one exact in-memory limiter, given every call at the
 	// instant it was made.
-	ref := local.New(local.Config{MaxKeys: 1024})
+	ref := memstore.New(memstore.Config{MaxKeys: 1024})
 	exact := map[string]int64{}
 	for _, c := range s.calls {
 		d, err := ref.AllowNAt(time.UnixMilli(s.base+c.issued/ms), c.key, s.rules[c.key], 1)

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/ringlimit/ringlimit"
-	"github.com/ringlimit/ringlimit/local"
+	"github.com/ringlimit/ringlimit/internal/memstore"
 	"github.com/ringlimit/ringlimit/ring"
 )
 
@@ -48,7 +48,7 @@ func (s *sim) again(n *snode, key string) {
 // (or in the ring without n, while it leaves), then Done.
 func (s *sim) pushAll(n *snode) {
 	byTo := map[string][]string{}
-	n.lim.Range(func(key string, _ local.State) bool {
+	n.lim.Range(func(key string, _ memstore.State) bool {
 		if o := n.core.Owner(ring.Hash(key)); o != n.name && o != "" {
 			byTo[o] = append(byTo[o], key)
 		}
@@ -256,7 +256,7 @@ func ptrOr(v *Version) Version {
 func (s *sim) install(n *snode, key string, st ringlimit.State, ver Version) {
 	if cur, ok := n.lim.Take(key); ok {
 		s.logf("%s merges %s: %v + %v", n.name, key, n.vers[key].Origins, ver.Origins)
-		st = local.Merge(cur, st)
+		st = memstore.Merge(cur, st)
 		ver = Join(n.vers[key], ver)
 	}
 	n.lim.Import(key, st)
@@ -617,7 +617,7 @@ func (s *sim) writeBehind(n *snode) {
 		ver Version
 	}
 	var ws []w
-	n.lim.Range(func(key string, st local.State) bool {
+	n.lim.Range(func(key string, st memstore.State) bool {
 		v := n.vers[key]
 		v.Seq++
 		n.vers[key] = v

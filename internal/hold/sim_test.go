@@ -10,12 +10,12 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/ringlimit/ringlimit"
-	"github.com/ringlimit/ringlimit/local"
+	"github.com/ringlimit/ringlimit/internal/memstore"
 	"github.com/ringlimit/ringlimit/ring"
 )
 
 // The deterministic simulator: 3–7 nodes, each the real Core beside a real
-// local.Limiter, driven by one seeded random source through one event
+// memstore.Limiter, driven by one seeded random source through one event
 // queue. Time is simulated (µs); nothing runs concurrently, so a seed
 // replays its schedule exactly.
 //
@@ -123,7 +123,7 @@ type snode struct {
 	pauses   [][2]int64 // every pause: from, until
 	skew     int64      // ms
 	core     *Core
-	lim      *local.Limiter
+	lim      *memstore.Limiter
 	vers     map[string]Version
 	view     []string
 	gossip   []string            // the view gossip gave it, leavers included
@@ -164,7 +164,7 @@ type claim struct {
 
 type simStore struct {
 	claims map[string]claim
-	lim    *local.Limiter
+	lim    *memstore.Limiter
 	vers   map[string]Version
 	drop   int // writes refused as older than the stored version
 }
@@ -183,7 +183,7 @@ func newSim(cfg simConfig) *sim {
 		base: 1_700_000_000_000 + 3600_000, nodes: map[string]*snode{}, links: map[[2]string]*link{},
 		rules: map[string]ringlimit.Rule{}, admitted: map[string]int64{}, episodes: map[string]int64{}, parked: map[*scall]func(ringlimit.Decision){}, parkedMoved: map[*scall]func(string){}, credited: map[string]bool{}, storeDecs: map[string]int{}, loads: map[string]int{}}
 	var zero int64
-	s.store = &simStore{claims: map[string]claim{}, lim: local.New(local.Config{MaxKeys: 1024, Clock: simClock{s, &zero}}), vers: map[string]Version{}}
+	s.store = &simStore{claims: map[string]claim{}, lim: memstore.New(memstore.Config{MaxKeys: 1024, Clock: simClock{s, &zero}}), vers: map[string]Version{}}
 	for i := range cfg.keys {
 		k := fmt.Sprintf("k%d", i)
 		s.keys = append(s.keys, k)
@@ -483,7 +483,7 @@ func (s *sim) start(name string) *snode {
 	n.core.Seeded = true
 	n.core.Stored = true
 	n.core.setBugs(s.cfg.bugs)
-	n.lim = local.New(local.Config{MaxKeys: 1024, Clock: simClock{s, &n.skew}, Hash: ring.Hash})
+	n.lim = memstore.New(memstore.Config{MaxKeys: 1024, Clock: simClock{s, &n.skew}, Hash: ring.Hash})
 	n.vers = map[string]Version{}
 	n.view, n.gossip, n.leavers = nil, nil, nil
 	n.waiting = map[string][]*scall{}

@@ -1,4 +1,4 @@
-package local
+package memstore
 
 // stampLog is a sliding log: the stamps (ms) of admitted hits, oldest first,
 // in a ring buffer. Hits admitted in the same millisecond share one 8-byte

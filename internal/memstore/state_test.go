@@ -1,4 +1,4 @@
-package local_test
+package memstore_test
 
 import (
 	"errors"
@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/ringlimit/ringlimit"
+	"github.com/ringlimit/ringlimit/internal/memstore"
 	"github.com/ringlimit/ringlimit/internal/testclock"
-	"github.com/ringlimit/ringlimit/local"
 )
 
 // A state taken from one limiter and imported into another decides there
@@ -15,9 +15,9 @@ import (
 func TestTakeImportCarriesTheState(t *testing.T) {
 	for _, alg := range allAlgorithms {
 		clk := testclock.New(t0)
-		a := local.New(local.Config{Clock: clk})
-		b := local.New(local.Config{Clock: clk})
-		twin := local.New(local.Config{Clock: clk}) // keeps the state where it was
+		a := memstore.New(memstore.Config{Clock: clk})
+		b := memstore.New(memstore.Config{Clock: clk})
+		twin := memstore.New(memstore.Config{Clock: clk}) // keeps the state where it was
 		rule := ringlimit.Rule{Algorithm: alg, Limit: 10, Window: time.Minute}
 		for range 7 {
 			a.AllowN(ctx, "k", rule, 1)
@@ -64,18 +64,18 @@ func TestTakeImportCarriesTheState(t *testing.T) {
 func TestDrainReportsChangedKeysOnce(t *testing.T) {
 	clk := testclock.New(t0)
 	rule := ringlimit.Rule{Algorithm: ringlimit.SlidingLog, Limit: 100, Window: time.Minute}
-	plain := local.New(local.Config{Clock: clk})
+	plain := memstore.New(memstore.Config{Clock: clk})
 	plain.AllowN(ctx, "k", rule, 1)
-	plain.Drain(func(string, local.State) { t.Fatal("Drain found a key without TrackChanges") })
+	plain.Drain(func(string, memstore.State) { t.Fatal("Drain found a key without TrackChanges") })
 
-	l := local.New(local.Config{Clock: clk, TrackChanges: true})
+	l := memstore.New(memstore.Config{Clock: clk, TrackChanges: true})
 	for range 3 {
 		l.AllowN(ctx, "a", rule, 1)
 		l.AllowN(ctx, "b", rule, 2)
 	}
 	l.Peek(ctx, "c", rule)
 	got := map[string]int64{}
-	l.Drain(func(k string, s local.State) {
+	l.Drain(func(k string, s memstore.State) {
 		var n int64
 		for _, e := range s.Log {
 			n += e.Count
@@ -85,11 +85,11 @@ func TestDrainReportsChangedKeysOnce(t *testing.T) {
 	if len(got) != 2 || got["a"] != 3 || got["b"] != 6 {
 		t.Fatalf("drained %v, want a:3 b:6", got)
 	}
-	l.Drain(func(k string, _ local.State) { t.Fatalf("drained %s twice", k) })
+	l.Drain(func(k string, _ memstore.State) { t.Fatalf("drained %s twice", k) })
 	l.AllowN(ctx, "a", rule, 1)
 	l.Reset(ctx, "b")
 	n := 0
-	l.Drain(func(k string, _ local.State) {
+	l.Drain(func(k string, _ memstore.State) {
 		if k != "a" {
 			t.Fatalf("drained %s", k)
 		}
@@ -103,16 +103,16 @@ func TestDrainReportsChangedKeysOnce(t *testing.T) {
 // With TrackChanges, AllowN on an existing key still allocates nothing.
 func TestTrackChangesAllocatesNothing(t *testing.T) {
 	clk := testclock.New(t0)
-	l := local.New(local.Config{Clock: clk, TrackChanges: true})
+	l := memstore.New(memstore.Config{Clock: clk, TrackChanges: true})
 	rule := ringlimit.Rule{Algorithm: ringlimit.TokenBucket, Limit: 1 << 30, Window: time.Second}
 	l.AllowN(ctx, "hot", rule, 1)
 	for range 2 {
-		l.Drain(func(string, local.State) {})
+		l.Drain(func(string, memstore.State) {})
 		l.AllowN(ctx, "hot", rule, 1)
 	}
 	if a := testing.AllocsPerRun(1000, func() {
 		l.AllowN(ctx, "hot", rule, 1)
-		l.Drain(func(string, local.State) {})
+		l.Drain(func(string, memstore.State) {})
 	}); a != 0 {
 		t.Fatalf("%v allocs per AllowN+Drain", a)
 	}
@@ -123,7 +123,7 @@ func TestTrackChangesAllocatesNothing(t *testing.T) {
 // not the clock's.
 func TestAllowNHeldAt(t *testing.T) {
 	clk := testclock.New(t0)
-	l := local.New(local.Config{Clock: clk})
+	l := memstore.New(memstore.Config{Clock: clk})
 	rule := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: 5, Window: time.Minute}
 	if _, held, err := l.AllowNHeldAt(t0, "k", rule, 1); held || err != nil || l.Has("k") {
 		t.Fatalf("absent key: held %v, %v; recorded %v", held, err, l.Has("k"))

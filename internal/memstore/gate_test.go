@@ -1,4 +1,4 @@
-package local_test
+package memstore_test
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/ringlimit/ringlimit"
-	"github.com/ringlimit/ringlimit/local"
+	"github.com/ringlimit/ringlimit/internal/memstore"
 )
 
 // TestAllowNIfAt checks that a key without a state is started only if
@@ -18,7 +18,7 @@ func TestAllowNIfAt(t *testing.T) {
 	rule := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: 3, Window: time.Minute}
 	now := time.Unix(1_700_000_000, 0)
 	for _, hash := range []func(string) uint64{nil, xxhash.Sum64String} {
-		l := local.New(local.Config{Hash: hash})
+		l := memstore.New(memstore.Config{Hash: hash})
 		asked := 0
 		yes := func() bool { asked++; return true }
 		no := func() bool { asked++; return false }
@@ -56,7 +56,7 @@ func TestAllowNIfAt(t *testing.T) {
 	}
 }
 
-func allowNIfAt(l *local.Limiter, now time.Time, key string, h uint64, rule ringlimit.Rule, n int64, fresh func() bool) (ringlimit.Decision, bool, error) {
+func allowNIfAt(l *memstore.Limiter, now time.Time, key string, h uint64, rule ringlimit.Rule, n int64, fresh func() bool) (ringlimit.Decision, bool, error) {
 	var d ringlimit.Decision
 	ok, err := l.AllowNIfAt(&d, now, key, h, rule, n, fresh)
 	return d, ok, err

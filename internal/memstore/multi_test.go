@@ -1,21 +1,22 @@
-package local_test
+package memstore_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ringlimit/ringlimit/internal/testclock"
 	"testing"
 	"time"
 
+	"github.com/ringlimit/ringlimit/internal/testclock"
+
 	"github.com/ringlimit/ringlimit"
+	"github.com/ringlimit/ringlimit/internal/memstore"
 	"github.com/ringlimit/ringlimit/internal/multitest"
-	"github.com/ringlimit/ringlimit/local"
 )
 
 func TestAllowAllContract(t *testing.T) {
 	multitest.Run(t, "", func(_ *testing.T, clk ringlimit.Clock) multitest.Limiter {
-		return local.New(local.Config{Clock: clk})
+		return memstore.New(memstore.Config{Clock: clk})
 	})
 }
 
@@ -24,7 +25,7 @@ func TestAppendAllContract(t *testing.T) {
 	for _, room := range []bool{true, false} {
 		t.Run(fmt.Sprint("room=", room), func(t *testing.T) {
 			multitest.Run(t, "", func(t *testing.T, clk ringlimit.Clock) multitest.Limiter {
-				return multitest.Appending(t, local.New(local.Config{Clock: clk}), room)
+				return multitest.Appending(t, memstore.New(memstore.Config{Clock: clk}), room)
 			})
 		})
 	}
@@ -38,7 +39,7 @@ var (
 func TestAllowAllAllocatesOnlyItsResult(t *testing.T) {
 	for _, alg := range multitest.Algorithms {
 		clk := testclock.New(t0m)
-		l := local.New(local.Config{Clock: clk})
+		l := memstore.New(memstore.Config{Clock: clk})
 		rules := []ringlimit.Rule{{Algorithm: alg, Limit: 1000, Window: time.Second}, {Algorithm: alg, Limit: 5000, Window: time.Minute}}
 		l.AllowAll(ctx0, "hot", rules, 1)
 		allocs := testing.AllocsPerRun(500, func() {
@@ -64,7 +65,7 @@ func TestAllowAllAllocatesOnlyItsResult(t *testing.T) {
 // only, Reset forgets them all.
 func TestStatesCarryTheirIndex(t *testing.T) {
 	clk := testclock.New(t0m)
-	a := local.New(local.Config{Clock: clk, TrackChanges: true})
+	a := memstore.New(memstore.Config{Clock: clk, TrackChanges: true})
 	rules := []ringlimit.Rule{
 		{Algorithm: ringlimit.FixedWindow, Limit: 10, Window: time.Second},
 		{Algorithm: ringlimit.SlidingLog, Limit: 20, Window: time.Minute},
@@ -75,12 +76,12 @@ func TestStatesCarryTheirIndex(t *testing.T) {
 	}
 	want := multitestAnswers(t, a, rules)
 	seen := map[int]ringlimit.Algorithm{}
-	a.Range(func(key string, s local.State) bool {
+	a.Range(func(key string, s memstore.State) bool {
 		seen[s.Index] = s.Algorithm
 		return true
 	})
 	drained := 0
-	a.Drain(func(string, local.State) { drained++ })
+	a.Drain(func(string, memstore.State) { drained++ })
 	if len(seen) != 3 || seen[0] != ringlimit.FixedWindow || seen[1] != ringlimit.SlidingLog || seen[2] != ringlimit.TokenBucket || drained != 3 {
 		t.Fatalf("Range saw %v, Drain %d states", seen, drained)
 	}
@@ -91,7 +92,7 @@ func TestStatesCarryTheirIndex(t *testing.T) {
 	if len(states) != 3 || a.Has("k") {
 		t.Fatalf("TakeAll: %+v; still held: %v", states, a.Has("k"))
 	}
-	b := local.New(local.Config{Clock: clk})
+	b := memstore.New(memstore.Config{Clock: clk})
 	for _, s := range states {
 		if !b.Import("k", s) {
 			t.Fatalf("Import refused %+v", s)
@@ -100,7 +101,7 @@ func TestStatesCarryTheirIndex(t *testing.T) {
 	if got := multitestAnswers(t, b, rules); got != want {
 		t.Fatalf("after TakeAll and Import: %s, want %s", got, want)
 	}
-	if b.Import("k", local.State{Algorithm: ringlimit.FixedWindow, Window: 1000, Index: ringlimit.MaxRules, Until: clk.Now().UnixMilli() + 1000}) {
+	if b.Import("k", memstore.State{Algorithm: ringlimit.FixedWindow, Window: 1000, Index: ringlimit.MaxRules, Until: clk.Now().UnixMilli() + 1000}) {
 		t.Fatal("Import took an index past MaxRules")
 	}
 	s, ok := b.Take("k")
@@ -124,7 +125,7 @@ func TestStatesCarryTheirIndex(t *testing.T) {
 	}
 }
 
-func multitestAnswers(t *testing.T, l *local.Limiter, rules []ringlimit.Rule) string {
+func multitestAnswers(t *testing.T, l *memstore.Limiter, rules []ringlimit.Rule) string {
 	t.Helper()
 	ds, err := l.AllowAll(ctx0, "k", rules, 0)
 	if err != nil {
@@ -142,7 +143,7 @@ func multitestAnswers(t *testing.T, l *local.Limiter, rules []ringlimit.Rule) st
 // call stays all or nothing even when the limiter is full.
 func TestAllowAllNeverEvictsItsOwnStates(t *testing.T) {
 	clk := testclock.New(t0m)
-	l := local.New(local.Config{Clock: clk, MaxKeys: 4})
+	l := memstore.New(memstore.Config{Clock: clk, MaxKeys: 4})
 	rules := multitest.Rules(ringlimit.FixedWindow, 5, 50)
 	for _, k := range []string{"a", "b", "c", "d", "e"} {
 		for range 2 {
@@ -161,7 +162,7 @@ func TestAllowAllNeverEvictsItsOwnStates(t *testing.T) {
 }
 
 func TestAllowAllAtUsesItsInstant(t *testing.T) {
-	l := local.New(local.Config{Clock: testclock.New(t0m)})
+	l := memstore.New(memstore.Config{Clock: testclock.New(t0m)})
 	rules := multitest.Rules(ringlimit.FixedWindow, 1, 5)
 	if ds, err := l.AllowAllAt(t0m, "k", rules, 1); err != nil || !ds[0].Allowed {
 		t.Fatal(ds, err)
@@ -189,7 +190,7 @@ func BenchmarkAllowAll(b *testing.B) {
 		for _, name := range []string{"AllowN", "AllowAll-2", "AppendAll-2"} {
 			b.Run(alg.String()+"/"+name, func(b *testing.B) {
 				clk := testclock.New(t0m)
-				l := local.New(local.Config{Clock: clk})
+				l := memstore.New(memstore.Config{Clock: clk})
 				var buf [ringlimit.MaxRules]ringlimit.Decision
 				b.ReportAllocs()
 				for b.Loop() {
@@ -211,7 +212,7 @@ func BenchmarkAllowAll(b *testing.B) {
 // AllowAllHeldAt decides only for a key that holds a live state at one of
 // the rules' indexes, and then exactly as AllowAllAt.
 func TestAllowAllHeldAt(t *testing.T) {
-	l := local.New(local.Config{Clock: testclock.New(t0m)})
+	l := memstore.New(memstore.Config{Clock: testclock.New(t0m)})
 	rules := multitest.Rules(ringlimit.FixedWindow, 2, 5)
 	if ds, held, err := l.AllowAllHeldAt(t0m, "k", rules, 1); held || err != nil || ds != nil || l.Stats().Keys != 0 {
 		t.Fatalf("absent key: %v %v %v, %d states", ds, held, err, l.Stats().Keys)
@@ -251,14 +252,14 @@ func TestAllowAllStaleStatesStartAfresh(t *testing.T) {
 			t.Run(alg.String()+"/"+name, func(t *testing.T) {
 				old := multitest.Rules(alg, 10, 25)
 				clk := testclock.New(t0m)
-				a := local.New(local.Config{Clock: clk})
+				a := memstore.New(memstore.Config{Clock: clk})
 				if ds, err := a.AllowAll(ctx0, "k", old, 10); err != nil || !ds[0].Allowed {
 					t.Fatalf("filling: %+v %v", ds, err)
 				}
 				var last int64
-				a.Range(func(_ string, s local.State) bool { last = max(last, s.Until); return true })
+				a.Range(func(_ string, s memstore.State) bool { last = max(last, s.Until); return true })
 				clk.Set(time.UnixMilli(last)) // every state stops mattering now
-				b := local.New(local.Config{Clock: clk})
+				b := memstore.New(memstore.Config{Clock: clk})
 				rules := []ringlimit.Rule{change(old[0]), change(old[1])}
 				for step := range 4 {
 					da, erra := a.AllowAll(ctx0, "k", rules, 1)
@@ -282,7 +283,7 @@ func TestAllowAllStaleStatesStartAfresh(t *testing.T) {
 // whose state no longer matters still report a fresh state's answer.
 func TestAllowAllDenialPeeksStaleStatesAfresh(t *testing.T) {
 	clk := testclock.New(t0m)
-	l := local.New(local.Config{Clock: clk})
+	l := memstore.New(memstore.Config{Clock: clk})
 	old := []ringlimit.Rule{
 		{Algorithm: ringlimit.FixedWindow, Limit: 1, Window: time.Minute},
 		{Algorithm: ringlimit.TokenBucket, Limit: 10, Window: time.Second},
@@ -303,7 +304,7 @@ func TestAllowAllDenialPeeksStaleStatesAfresh(t *testing.T) {
 // back, or a caller that read the clock before the denied call took the
 // lock) still finds it, as it would find the value in Valkey.
 func TestAllowAllDenialKeepsStatesForEarlierInstants(t *testing.T) {
-	l := local.New(local.Config{Clock: testclock.New(t0m)})
+	l := memstore.New(memstore.Config{Clock: testclock.New(t0m)})
 	a := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: 3, Window: time.Second}
 	b := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: 3, Window: 10 * time.Second}
 	if ds, err := l.AllowAllAt(t0m.Add(500*time.Millisecond), "k", []ringlimit.Rule{a, b}, 3); err != nil || !ds[0].Allowed || !ds[1].Allowed {

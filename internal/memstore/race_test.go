@@ -1,6 +1,6 @@
-//go:build !race
+//go:build race
 
-package local
+package memstore
 
 // raceEnabled: the race detector pads the smallest allocations.
-const raceEnabled = false
+const raceEnabled = true

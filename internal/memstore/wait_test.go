@@ -1,4 +1,4 @@
-package local_test
+package memstore_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/ringlimit/ringlimit"
-	"github.com/ringlimit/ringlimit/local"
+	"github.com/ringlimit/ringlimit/internal/memstore"
 )
 
 var tenPerSecond = ringlimit.Rule{Algorithm: ringlimit.TokenBucket, Limit: 10, Window: time.Second}
@@ -42,7 +42,7 @@ func TestWaitPacesExactly(t *testing.T) {
 				rule.Algorithm = alg
 				// Start on a whole second, so the windows' first window is whole.
 				time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
-				got := waitSequentially(t, local.New(local.Config{}), "k", rule, 30)
+				got := waitSequentially(t, memstore.New(memstore.Config{}), "k", rule, 30)
 				want := 2 * time.Second
 				if alg == ringlimit.FixedWindow {
 					want = 2 * time.Second // windows 2 and 3 start 1 s and 2 s after the burst
@@ -64,7 +64,7 @@ func TestWaitPacesExactly(t *testing.T) {
 // not moved by the lateness; only the last wake-up's lateness adds to the
 // total (the test allows 200 ms of it).
 func TestWaitPacesRealClock(t *testing.T) {
-	got := waitSequentially(t, local.New(local.Config{}), "k", tenPerSecond, 30)
+	got := waitSequentially(t, memstore.New(memstore.Config{}), "k", tenPerSecond, 30)
 	if got < 1800*time.Millisecond || got > 2200*time.Millisecond {
 		t.Fatalf("30 waits on 10/s: %s after the burst, want 2.0 s ± 10 %%", got)
 	}
@@ -78,7 +78,7 @@ func TestWaitPastDeadlineRefusesAtOnce(t *testing.T) {
 	for _, alg := range []ringlimit.Algorithm{ringlimit.TokenBucket, ringlimit.LeakyBucket, ringlimit.FixedWindow, ringlimit.SlidingWindow, ringlimit.SlidingLog} {
 		t.Run(alg.String(), func(t *testing.T) {
 			rule := ringlimit.Rule{Algorithm: alg, Limit: 1, Window: time.Hour}
-			l := local.New(local.Config{})
+			l := memstore.New(memstore.Config{})
 			if d, _ := l.AllowN(context.Background(), "k", rule, 1); !d.Allowed {
 				t.Fatal("first hit denied")
 			}
@@ -108,7 +108,7 @@ func statesEqual(a, b ringlimit.State) bool {
 
 // Bad input is refused at once with the sentinel, consuming nothing.
 func TestWaitBadInput(t *testing.T) {
-	l := local.New(local.Config{})
+	l := memstore.New(memstore.Config{})
 	ctx := context.Background()
 	if _, err := l.WaitN(ctx, "k", tenPerSecond, 11); !errors.Is(err, ringlimit.ErrInvalidHits) {
 		t.Fatalf("n over capacity: %v", err)
@@ -139,12 +139,12 @@ func TestReserveCancelSteps(t *testing.T) {
 	rule := ringlimit.Rule{Algorithm: ringlimit.TokenBucket, Limit: 10, Window: time.Second, Burst: 1}
 	t0 := time.UnixMilli(1_000_000)
 	at := func(ms int64) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	l := local.New(local.Config{})
+	l := memstore.New(memstore.Config{})
 	r0, _ := l.ReserveN(at(0), "k", rule, 1, time.Time{})
 	r1, _ := l.ReserveN(at(0), "k", rule, 1, time.Time{})
 	r2, _ := l.ReserveN(at(0), "k", rule, 1, time.Time{})
 	for i, c := range []struct {
-		r    local.Reservation
+		r    memstore.Reservation
 		want int64
 	}{{r0, 0}, {r1, 100}, {r2, 200}} {
 		if !c.r.Decision.Allowed || !c.r.At.Equal(at(c.want)) {
@@ -177,7 +177,7 @@ func TestWaitCancelReturnsAllowance(t *testing.T) {
 		t.Run(alg.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				rule := ringlimit.Rule{Algorithm: alg, Limit: 10, Window: time.Second, Burst: 1}
-				l := local.New(local.Config{})
+				l := memstore.New(memstore.Config{})
 				ctx := context.Background()
 				l.Wait(ctx, "k", rule) // the burst
 				cctx, cancel := context.WithCancel(ctx)
@@ -209,7 +209,7 @@ func TestWaitConcurrentNeverOver(t *testing.T) {
 		t.Run(alg.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				rule := ringlimit.Rule{Algorithm: alg, Limit: 100, Window: time.Second}
-				l := local.New(local.Config{})
+				l := memstore.New(memstore.Config{})
 				var mu sync.Mutex
 				var times []time.Time
 				var wg sync.WaitGroup
@@ -279,7 +279,7 @@ func checkNeverOver(t *testing.T, times []time.Time, rule ringlimit.Rule) {
 func TestReserveQueueBound(t *testing.T) {
 	rule := ringlimit.Rule{Algorithm: ringlimit.TokenBucket, Limit: 1 << 20, Window: 1 << 31 * time.Millisecond}
 	now := time.UnixMilli(1_000_000)
-	l := local.New(local.Config{})
+	l := memstore.New(memstore.Config{})
 	for i := range 2 { // the capacity, then the queue's 2^51 units
 		if r, err := l.ReserveN(now, "k", rule, 1<<20, time.Time{}); err != nil || !r.Decision.Allowed {
 			t.Fatalf("reservation %d: %+v, %v", i, r.Decision, err)

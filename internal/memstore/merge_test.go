@@ -1,4 +1,4 @@
-package local_test
+package memstore_test
 
 import (
 	"fmt"
@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/ringlimit/ringlimit"
-	"github.com/ringlimit/ringlimit/local"
+	"github.com/ringlimit/ringlimit/internal/memstore"
 )
 
 // TestMergeCountsBoth: two limiters admit hits on one key independently;
@@ -20,7 +20,7 @@ func TestMergeCountsBoth(t *testing.T) {
 				rule := ringlimit.Rule{Algorithm: alg, Limit: 10, Window: 24 * time.Hour}
 				at := t0
 				clk := clockFunc(func() time.Time { return at })
-				a, b, one := local.New(local.Config{Clock: clk}), local.New(local.Config{Clock: clk}), local.New(local.Config{Clock: clk})
+				a, b, one := memstore.New(memstore.Config{Clock: clk}), memstore.New(memstore.Config{Clock: clk}), memstore.New(memstore.Config{Clock: clk})
 				for i := range split[0] + split[1] {
 					at = at.Add(time.Millisecond)
 					l := a
@@ -32,10 +32,10 @@ func TestMergeCountsBoth(t *testing.T) {
 				}
 				sa, oka := a.Export("k")
 				sb, okb := b.Export("k")
-				m := local.New(local.Config{Clock: clk})
+				m := memstore.New(memstore.Config{Clock: clk})
 				switch {
 				case oka && okb:
-					m.Import("k", local.Merge(sa, sb))
+					m.Import("k", memstore.Merge(sa, sb))
 				case oka:
 					m.Import("k", sa)
 				case okb:
@@ -55,7 +55,7 @@ func TestMergeCountsBoth(t *testing.T) {
 	}
 }
 
-func mustAllow(t *testing.T, l *local.Limiter, at time.Time, rule ringlimit.Rule, want bool) {
+func mustAllow(t *testing.T, l *memstore.Limiter, at time.Time, rule ringlimit.Rule, want bool) {
 	t.Helper()
 	d, err := l.AllowNAt(at, "k", rule, 1)
 	if err != nil || d.Allowed != want {
@@ -65,13 +65,13 @@ func mustAllow(t *testing.T, l *local.Limiter, at time.Time, rule ringlimit.Rule
 
 // TestMergeDifferentRule: states under different rules do not merge.
 func TestMergeDifferentRule(t *testing.T) {
-	a := local.State{Algorithm: ringlimit.FixedWindow, Window: 1000, A: 5, B: 3}
-	b := local.State{Algorithm: ringlimit.FixedWindow, Window: 2000, A: 5, B: 4}
+	a := memstore.State{Algorithm: ringlimit.FixedWindow, Window: 1000, A: 5, B: 3}
+	b := memstore.State{Algorithm: ringlimit.FixedWindow, Window: 2000, A: 5, B: 4}
 	a.Until, b.Until = 2000, 1000
-	if m := local.Merge(a, b); m.B != 3 {
+	if m := memstore.Merge(a, b); m.B != 3 {
 		t.Fatalf("Merge across windows = %+v, want a (it matters longer)", m)
 	}
-	if m := local.Merge(b, a); m.B != 3 {
+	if m := memstore.Merge(b, a); m.B != 3 {
 		t.Fatalf("Merge across windows, b first = %+v, want a (it matters longer)", m)
 	}
 }
@@ -90,7 +90,7 @@ func TestMergeAcrossWindows(t *testing.T) {
 			rule := ringlimit.Rule{Algorithm: alg, Limit: 10, Window: time.Minute}
 			at := t0.Add(50 * time.Second)
 			clk := clockFunc(func() time.Time { return at })
-			a, b, one := local.New(local.Config{Clock: clk}), local.New(local.Config{Clock: clk}), local.New(local.Config{Clock: clk})
+			a, b, one := memstore.New(memstore.Config{Clock: clk}), memstore.New(memstore.Config{Clock: clk}), memstore.New(memstore.Config{Clock: clk})
 			for range 4 { // a: 4 hits late in the first window
 				at = at.Add(time.Second)
 				mustAllow(t, a, at, rule, true)
@@ -103,14 +103,14 @@ func TestMergeAcrossWindows(t *testing.T) {
 				mustAllow(t, one, at, rule, true)
 			}
 			sb, _ := b.Export("k")
-			merged := []local.State{sb}
+			merged := []memstore.State{sb}
 			if sa, ok := a.Export("k"); ok { // (a fixed window's earlier window no longer matters)
-				merged = []local.State{local.Merge(sa, sb), local.Merge(sb, sa)}
+				merged = []memstore.State{memstore.Merge(sa, sb), memstore.Merge(sb, sa)}
 			}
 			for _, m := range merged {
-				l := local.New(local.Config{Clock: clk})
+				l := memstore.New(memstore.Config{Clock: clk})
 				l.Import("k", m)
-				ref := local.New(local.Config{Clock: clk})
+				ref := memstore.New(memstore.Config{Clock: clk})
 				so, _ := one.Export("k")
 				ref.Import("k", so)
 				for i := range 12 {
@@ -132,14 +132,14 @@ func TestMergeAcrossWindows(t *testing.T) {
 // TestMergeIndexes: states of several indexes (AllowAll) merge index by
 // index, whichever index each side has on top.
 func TestMergeIndexes(t *testing.T) {
-	fw := func(idx int, count int64) local.State {
-		return local.State{Algorithm: ringlimit.FixedWindow, Window: 1000, Index: idx, A: 7, B: count, Until: 9000}
+	fw := func(idx int, count int64) memstore.State {
+		return memstore.State{Algorithm: ringlimit.FixedWindow, Window: 1000, Index: idx, A: 7, B: count, Until: 9000}
 	}
 	a := fw(0, 1)
-	a.More = []local.State{fw(1, 2)}
+	a.More = []memstore.State{fw(1, 2)}
 	b := fw(1, 5) // its index 0 expired: index 1 on top
-	b.More = []local.State{fw(2, 3)}
-	m := local.Merge(a, b)
+	b.More = []memstore.State{fw(2, 3)}
+	m := memstore.Merge(a, b)
 	got := map[int]int64{m.Index: m.B}
 	for _, x := range m.More {
 		got[x.Index] = x.B

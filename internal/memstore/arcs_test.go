@@ -1,4 +1,4 @@
-package local_test
+package memstore_test
 
 import (
 	"fmt"
@@ -9,11 +9,11 @@ import (
 	"time"
 
 	"github.com/ringlimit/ringlimit"
+	"github.com/ringlimit/ringlimit/internal/memstore"
 	"github.com/ringlimit/ringlimit/internal/testclock"
-	"github.com/ringlimit/ringlimit/local"
 )
 
-func inArc(a local.Arc, h uint64) bool {
+func inArc(a memstore.Arc, h uint64) bool {
 	switch {
 	case a.Start == a.End:
 		return true
@@ -38,7 +38,7 @@ func TestRangeArcs(t *testing.T) {
 	for name, hash := range hashes {
 		clk := testclock.New(t0)
 		for _, maxKeys := range []int{1000, 1 << 20} { // one shard, 64 shards
-			l := local.New(local.Config{MaxKeys: maxKeys, Clock: clk, Hash: hash})
+			l := memstore.New(memstore.Config{MaxKeys: maxKeys, Clock: clk, Hash: hash})
 			rule := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: 5, Window: time.Hour}
 			var keys []string
 			for i := range 900 {
@@ -49,24 +49,24 @@ func TestRangeArcs(t *testing.T) {
 			// A key that holds no state is not reported.
 			l.Peek(ctx, "peeked", rule)
 			r := rand.New(rand.NewPCG(3, 4))
-			var sets [][]local.Arc
+			var sets [][]memstore.Arc
 			for range 200 {
-				var arcs []local.Arc
+				var arcs []memstore.Arc
 				for range 1 + r.IntN(4) {
-					a := local.Arc{Start: r.Uint64(), End: r.Uint64()}
+					a := memstore.Arc{Start: r.Uint64(), End: r.Uint64()}
 					switch r.IntN(4) {
 					case 0: // short, just around a key's hash
 						h := hash(keys[r.IntN(len(keys))])
-						a = local.Arc{Start: h - 1 - uint64(r.IntN(3)), End: h + uint64(r.IntN(3)) - 1}
+						a = memstore.Arc{Start: h - 1 - uint64(r.IntN(3)), End: h + uint64(r.IntN(3)) - 1}
 					case 1: // a shard edge
 						e := uint64(r.IntN(64)) << 58
-						a = local.Arc{Start: e - 1 - uint64(r.IntN(1<<20)), End: e + uint64(r.IntN(1<<20))}
+						a = memstore.Arc{Start: e - 1 - uint64(r.IntN(1<<20)), End: e + uint64(r.IntN(1<<20))}
 					}
 					arcs = append(arcs, a)
 				}
 				sets = append(sets, arcs)
 			}
-			sets = append(sets, []local.Arc{{5, 5}}, []local.Arc{{^uint64(0), 0}}, []local.Arc{{0, ^uint64(0)}}, nil)
+			sets = append(sets, []memstore.Arc{{5, 5}}, []memstore.Arc{{^uint64(0), 0}}, []memstore.Arc{{0, ^uint64(0)}}, nil)
 			for _, arcs := range sets {
 				var want, got []string
 				for _, k := range keys {
@@ -77,7 +77,7 @@ func TestRangeArcs(t *testing.T) {
 						}
 					}
 				}
-				l.RangeArcs(arcs, func(k string, s local.State) bool {
+				l.RangeArcs(arcs, func(k string, s memstore.State) bool {
 					if s.Algorithm != ringlimit.FixedWindow || s.B == 0 {
 						t.Fatalf("%s: %s has state %+v", name, k, s)
 					}
@@ -92,13 +92,13 @@ func TestRangeArcs(t *testing.T) {
 			}
 			// f returning false stops it.
 			n := 0
-			l.RangeArcs([]local.Arc{{0, 0}, {0, 0}}, func(string, local.State) bool { n++; return false })
+			l.RangeArcs([]memstore.Arc{{0, 0}, {0, 0}}, func(string, memstore.State) bool { n++; return false })
 			if n != 1 {
 				t.Fatalf("%s: RangeArcs went on after false: %d calls", name, n)
 			}
 			// A key whose state no longer matters is not reported.
 			clk.Advance(time.Hour)
-			l.RangeArcs([]local.Arc{{0, 0}}, func(k string, _ local.State) bool {
+			l.RangeArcs([]memstore.Arc{{0, 0}}, func(k string, _ memstore.State) bool {
 				t.Fatalf("%s: %s reported after its state stopped mattering", name, k)
 				return false
 			})

@@ -1,4 +1,4 @@
-package local
+package memstore
 
 // The shard's index from key to slot: open addressing with linear probing,
 // one uint64 per bucket (the key's 32-bit fragment and its slot + 1; 0 is
