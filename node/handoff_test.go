@@ -580,3 +580,66 @@ func TestKeysHeldEqualLiveKeysAfterChanges(t *testing.T) {
 		}
 	}
 }
+
+// The report's sequence, with a store: n1 is cut off from n2 and decides n2's
+// keys at the store; the link heals; 7 hits are spent on fresh keys of n2's
+// through n1; then n2 closes. n2's push hands each key's state to n1, so the
+// survivor admits what is left of the limit and no more: the report saw 27
+// of 20 on every key, for all five algorithms (n1 restarted them from zero).
+func TestPartitionHealThenLeave(t *testing.T) {
+	srv := valkeytest.Start(t)
+	clk := testclock.New(time.Now())
+	c := nodetest.Start(t, 2, func(cfg *node.Config) {
+		traced(t, cfg)
+		cfg.Clock = clk
+		cfg.ValkeyAddrs = []string{srv.Addr()}
+		cfg.ForwardTimeout = 200 * time.Millisecond
+	})
+	n1, n2 := c.Nodes[0], c.Nodes[1]
+	const limit = 20
+	rule := func(alg ringlimit.Algorithm) ringlimit.Rule {
+		return ringlimit.Rule{Algorithm: alg, Limit: limit, Window: time.Hour}
+	}
+	cutKeys := keysOwnedBy(n1, n2.Name(), len(allAlgorithms))
+	c.Network.Drop(n1.Name(), n2.Name())
+	waitFor(t, 10*time.Second, "n1 deciding n2's keys at the store", func() bool {
+		d, err := n1.Peek(ctx, "probe-"+cutKeys[0], rule(ringlimit.FixedWindow))
+		return err == nil && d.Source == ringlimit.Store
+	})
+	for i, alg := range allAlgorithms {
+		if d, err := n1.Allow(ctx, cutKeys[i], rule(alg)); err != nil || d.Source != ringlimit.Store {
+			t.Fatalf("%s during the cut: %+v, %v; want a store decision", alg, d, err)
+		}
+	}
+	c.Network.Heal()
+	waitFor(t, 10*time.Second, "n1 forwarding to n2 again", func() bool {
+		d, err := n1.Peek(ctx, "probe-"+cutKeys[0], rule(ringlimit.FixedWindow))
+		return err == nil && d.Source == ringlimit.Peer
+	})
+	fresh := keysOwnedBy(n1, n2.Name(), len(allAlgorithms)+1)[1:]
+	for i, alg := range allAlgorithms {
+		for range 7 {
+			if d, err := n1.Allow(ctx, fresh[i], rule(alg)); err != nil || !d.Allowed || d.Source != ringlimit.Peer {
+				t.Fatalf("%s before the leave: %+v, %v", alg, d, err)
+			}
+		}
+	}
+	if err := n2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i, alg := range allAlgorithms {
+		admitted := 7
+		for range 2 * limit {
+			d, err := n1.Allow(ctx, fresh[i], rule(alg))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Allowed {
+				admitted++
+			}
+		}
+		if admitted != limit {
+			t.Errorf("%s: %d admitted of a limit of %d, after n2 left", alg, admitted, limit)
+		}
+	}
+}
