@@ -23,7 +23,7 @@ import "context"
 // and a caller that took the room first sends it back to sleep. Nothing is
 // consumed while it waits, so nothing is given back.
 //
-// *local.Limiter, *remote.Limiter (and remote's Connector) and
+// *node.Node, *local.Limiter, *remote.Limiter (and remote's Connector) and
 // *failover.Limiter implement Waiter, each with a one-hit shorthand,
 // Wait(ctx, key, rule).
 type Waiter interface {

@@ -67,10 +67,11 @@ func (n *Node) AppendAll(ctx context.Context, dst []ringlimit.Decision, key stri
 			return dst, fmt.Errorf("rules[%d]: %w", i, err)
 		}
 	}
-	var ds []ringlimit.Decision
-	if _, err = n.route(ctx, now, h, at, peer.Request{Op: peer.OpAllowAll, Key: key, Rules: rules, N: hits}, &ds); err != nil {
+	var x extra
+	if _, err = n.route(ctx, now, h, at, peer.Request{Op: peer.OpAllowAll, Key: key, Rules: rules, N: hits}, &x); err != nil {
 		return dst, err
 	}
+	ds := x.all
 	n.observeAll(ctx, start, ds)
 	if dst == nil {
 		return ds, nil
@@ -79,12 +80,12 @@ func (n *Node) AppendAll(ctx context.Context, dst []ringlimit.Decision, key stri
 }
 
 // storeAll decides an OpAllowAll in the store tier.
-func (n *Node) storeAll(ctx context.Context, req *peer.Request, all *[]ringlimit.Decision) (ringlimit.Decision, error) {
+func (n *Node) storeAll(ctx context.Context, req *peer.Request, x *extra) (ringlimit.Decision, error) {
 	ds, err := n.store.AllowAll(ctx, req.Key, req.Rules, req.N)
 	if err != nil {
 		return ringlimit.Decision{}, err
 	}
-	*all = ds
+	x.all = ds
 	return ds[0], nil
 }
 

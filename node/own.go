@@ -73,7 +73,7 @@ type parked struct {
 // core's lock, as the core's Call would have once the state was here.
 type waiter struct {
 	req     *peer.Request
-	all     *[]ringlimit.Decision
+	x       *extra
 	d       ringlimit.Decision
 	err     error
 	decided bool
@@ -144,7 +144,7 @@ func (n *Node) release(key, to string) {
 	if to == "" {
 		now := n.now()
 		for _, w := range p.calls {
-			w.d, w.err = n.decideLocked(context.Background(), now, w.req, w.all)
+			w.d, w.err = n.decideLocked(context.Background(), now, w.req, w.x)
 			w.decided = true
 		}
 	}

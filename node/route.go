@@ -81,11 +81,11 @@ func (n *Node) AllowN(ctx context.Context, key string, rule ringlimit.Rule, hits
 // the way, goes down the chain again from here a moment later, while the
 // views settle, for at most rerouteBudget; then the store decides it. For
 // OpAllowAll the decisions go to *all (and the first is returned).
-func (n *Node) route(ctx context.Context, now time.Time, h uint64, at string, req peer.Request, all *[]ringlimit.Decision) (ringlimit.Decision, error) {
+func (n *Node) route(ctx context.Context, now time.Time, h uint64, at string, req peer.Request, x *extra) (ringlimit.Decision, error) {
 	checked := req.Op != peer.OpAllow // the input of a call that leaves this node is checked first
 	start := time.Now()
 	for {
-		d, done, err := n.hops(ctx, now, h, at, &req, &checked, all, start)
+		d, done, err := n.hops(ctx, now, h, at, &req, &checked, x, start)
 		if done || err != nil {
 			return d, err
 		}
@@ -98,12 +98,12 @@ func (n *Node) route(ctx context.Context, now time.Time, h uint64, at string, re
 	if err := validateOnce(&req, &checked); err != nil {
 		return ringlimit.Decision{}, err
 	}
-	return n.fromStore(ctx, &req, all)
+	return n.fromStore(ctx, &req, x)
 }
 
 // hops follows req from at for at most maxHops "moved" answers. done says
 // it was decided (or failed); else it goes down the chain again.
-func (n *Node) hops(ctx context.Context, now time.Time, h uint64, at string, req *peer.Request, checked *bool, all *[]ringlimit.Decision, start time.Time) (ringlimit.Decision, bool, error) {
+func (n *Node) hops(ctx context.Context, now time.Time, h uint64, at string, req *peer.Request, checked *bool, x *extra, start time.Time) (ringlimit.Decision, bool, error) {
 	via := "" // the member that answered "moved to" for this call
 	for hop := 0; hop <= maxHops; hop++ {
 		var (
@@ -113,13 +113,13 @@ func (n *Node) hops(ctx context.Context, now time.Time, h uint64, at string, req
 		)
 		here := at == "" || at == n.name
 		if here {
-			d, next, err = n.here(ctx, now, h, req, via, false, all)
+			d, next, err = n.here(ctx, now, h, req, via, false, x)
 		} else {
 			if err := validateOnce(req, checked); err != nil {
 				return ringlimit.Decision{}, true, err
 			}
 			req.From = via
-			d, next, err = n.ask(ctx, at, req, all)
+			d, next, err = n.ask(ctx, at, req, x)
 		}
 		switch next {
 		case "":
@@ -128,7 +128,7 @@ func (n *Node) hops(ctx context.Context, now time.Time, h uint64, at string, req
 			if err := validateOnce(req, checked); err != nil {
 				return ringlimit.Decision{}, true, err
 			}
-			d, err = n.fromStore(ctx, req, all)
+			d, err = n.fromStore(ctx, req, x)
 			return d, true, err
 		case reroute:
 			// The member asked left (or is leaving) while the call was on
@@ -204,7 +204,7 @@ func validateOnce(req *peer.Request, checked *bool) error {
 // waits for it, at most parkTimeout; via is the member that sent the call
 // here with "moved to this node", if any; fwd says the call came from a
 // peer. For OpAllowAll the decisions go to *all.
-func (n *Node) here(ctx context.Context, now time.Time, h uint64, req *peer.Request, via string, fwd bool, all *[]ringlimit.Decision) (ringlimit.Decision, string, error) {
+func (n *Node) here(ctx context.Context, now time.Time, h uint64, req *peer.Request, via string, fwd bool, x *extra) (ringlimit.Decision, string, error) {
 	o := &n.own
 	if via == "" {
 		// Most calls while keys change hands are on keys the change does
@@ -212,13 +212,13 @@ func (n *Node) here(ctx context.Context, now time.Time, h uint64, req *peer.Requ
 		// such calls go on, or are decided, side by side.
 		o.mu.RLock()
 		if n.local.Has(req.Key) {
-			d, err := n.decideLocked(ctx, now, req, all)
+			d, err := n.decideLocked(ctx, now, req, x)
 			o.mu.RUnlock()
 			return d, "", err
 		}
 		to, ok := o.core.Peek(req.Key, h)
 		if ok && to == "" {
-			d, err := n.decideLocked(ctx, now, req, all)
+			d, err := n.decideLocked(ctx, now, req, x)
 			o.mu.RUnlock()
 			return d, "", err
 		}
@@ -240,7 +240,7 @@ func (n *Node) here(ctx context.Context, now time.Time, h uint64, req *peer.Requ
 			// (A state held here whose key another member owns is the
 			// holder's to decide: the push after a ring change, or the end
 			// of its pull, sends it to its owner.)
-			d, err := n.decideLocked(ctx, now, req, all)
+			d, err := n.decideLocked(ctx, now, req, x)
 			o.end()
 			return d, "", err
 		case hold.Forward, hold.Moved:
@@ -249,7 +249,7 @@ func (n *Node) here(ctx context.Context, now time.Time, h uint64, req *peer.Requ
 		}
 		// Pull, Load, or Wait: the key's state is on its way.
 		var p *parked
-		w := &waiter{req: req, all: all}
+		w := &waiter{req: req, x: x}
 		if a.Kind != hold.Wait || o.core.Joined() {
 			p = o.park(req.Key, w)
 		}
@@ -280,17 +280,19 @@ func (n *Node) here(ctx context.Context, now time.Time, h uint64, req *peer.Requ
 }
 
 // decideLocked decides req from the local store, under the core's lock.
-func (n *Node) decideLocked(ctx context.Context, now time.Time, req *peer.Request, all *[]ringlimit.Decision) (ringlimit.Decision, error) {
+func (n *Node) decideLocked(ctx context.Context, now time.Time, req *peer.Request, x *extra) (ringlimit.Decision, error) {
 	switch req.Op {
 	case peer.OpReset:
 		// (The key's version, if it has one, goes with the next sweep.)
 		return ringlimit.Decision{}, n.local.Reset(ctx, req.Key)
+	case opReserve:
+		return n.reserveLocked(now, req, x.wait)
 	case peer.OpAllowAll:
 		ds, err := n.local.AllowAllAt(now, req.Key, req.Rules, req.N)
 		if err != nil {
 			return ringlimit.Decision{}, err
 		}
-		*all = ds
+		x.all = ds
 		return ds[0], nil
 	}
 	return n.local.AllowNAt(now, req.Key, req.Rule, req.N)
@@ -348,7 +350,7 @@ func (n *Node) parkTimeout(fwd bool) time.Duration {
 // ask forwards req to the member named at. It returns the peer's decision,
 // or where the call goes next: the key's holder, the store, or the ring
 // again if at left during the call.
-func (n *Node) ask(ctx context.Context, at string, req *peer.Request, all *[]ringlimit.Decision) (ringlimit.Decision, string, error) {
+func (n *Node) ask(ctx context.Context, at string, req *peer.Request, x *extra) (ringlimit.Decision, string, error) {
 	pc := n.peers.get(at)
 	if pc == nil && req.From != "" {
 		// Redirected to a member this node has not heard of yet.
@@ -372,7 +374,12 @@ func (n *Node) ask(ctx context.Context, at string, req *peer.Request, all *[]rin
 		return ringlimit.Decision{}, toStore, nil
 	}
 	n.stats.forwards.Add(1)
-	res, err := pc.client.Do(ctx, req)
+	var res peer.Result
+	if req.Op == opReserve {
+		res, err = n.askReserve(ctx, pc, at, req, x.wait)
+	} else {
+		res, err = pc.client.Do(ctx, req)
+	}
 	switch {
 	case err == nil && res.MovedTo != "" && res.Err == nil:
 		done(failover.Success)
@@ -384,11 +391,11 @@ func (n *Node) ask(ctx context.Context, at string, req *peer.Request, all *[]rin
 	case err == nil && res.Err == nil:
 		done(failover.Success)
 		res.Decision.Source = ringlimit.Peer
-		if all != nil {
+		if req.Op == peer.OpAllowAll {
 			for i := range res.Decisions {
 				res.Decisions[i].Source = ringlimit.Peer
 			}
-			*all = res.Decisions
+			x.all = res.Decisions
 		}
 		return res.Decision, "", nil
 	case ctx.Err() != nil:
@@ -398,6 +405,9 @@ func (n *Node) ask(ctx context.Context, at string, req *peer.Request, all *[]rin
 		// The owner refused the input. We validated it, so the two
 		// versions disagree: trust the owner.
 		done(failover.Success)
+		return ringlimit.Decision{}, "", res.Err
+	case err == nil && errors.Is(res.Err, ringlimit.ErrWaitTooLong):
+		done(failover.Success) // an answer: the wait would outlast the caller's deadline
 		return ringlimit.Decision{}, "", res.Err
 	}
 	done(failover.Failure) // unreachable, timed out, or closing
@@ -412,12 +422,16 @@ func (n *Node) ask(ctx context.Context, at string, req *peer.Request, all *[]rin
 	return ringlimit.Decision{}, toStore, nil
 }
 
-func (n *Node) fromStore(ctx context.Context, req *peer.Request, all *[]ringlimit.Decision) (ringlimit.Decision, error) {
+func (n *Node) fromStore(ctx context.Context, req *peer.Request, x *extra) (ringlimit.Decision, error) {
+	if req.Op == opReserve {
+		x.wait.store = true // (WaitN hands the whole wait to the store tier)
+		return ringlimit.Decision{}, nil
+	}
 	if req.Op == peer.OpReset {
 		return ringlimit.Decision{}, n.store.Reset(ctx, req.Key)
 	}
 	if req.Op == peer.OpAllowAll {
-		return n.storeAll(ctx, req, all)
+		return n.storeAll(ctx, req, x)
 	}
 	return n.store.AllowN(ctx, req.Key, req.Rule, req.N)
 }
@@ -458,6 +472,9 @@ func (h ownerHandler) Serve(ctx context.Context, r *peer.Request) peer.Result {
 	case peer.OpTake:
 		return peer.Result{} // (the release before the core's pull: nothing here for it)
 	case peer.OpStates:
+		if isWait(r.States) {
+			return n.serveWait(ctx, r.States)
+		}
 		return n.serveHold(r.States)
 	}
 	hh, now := ring.Hash(r.Key), n.now()
@@ -487,11 +504,11 @@ func (h ownerHandler) Serve(ctx context.Context, r *peer.Request) peer.Result {
 			}
 		}
 	}
-	var ds []ringlimit.Decision
-	d, next, err := n.here(ctx, now, hh, r, r.From, true, &ds)
+	var x extra
+	d, next, err := n.here(ctx, now, hh, r, r.From, true, &x)
 	switch next {
 	case "":
-		return peer.Result{Decision: d, Decisions: ds, Err: err}
+		return peer.Result{Decision: d, Decisions: x.all, Err: err}
 	case toStore:
 		return peer.Result{Err: ringlimit.ErrClosed} // nobody to send it to: the caller falls back to the store
 	}

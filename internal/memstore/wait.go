@@ -283,3 +283,24 @@ func (s *shard) cancel(r *Reservation, frag uint32, now int64) {
 		s.dirty = append(s.dirty, i)
 	}
 }
+
+// Ticket is what CancelAt needs of a bucket's reservation beyond its key
+// and rule: a node that reserved for a waiter on another member sends it
+// there, and gets it back with the waiter's cancel (CancelTicket). Act is
+// zero for a reservation that has nothing to give back.
+type Ticket struct{ N, T, Level, Act int64 }
+
+// Ticket is r's ticket.
+func (r Reservation) Ticket() Ticket { return Ticket{N: r.n, T: r.t, Level: r.level, Act: r.act} }
+
+// CancelTicket is CancelAt for the reservation of n hits on key under rule
+// that tk stands for. A ticket comes from another member: one that does
+// not fit the rule (no hits, or more than its capacity) gives nothing back,
+// and no ticket gives back more than its own hits, or more than later
+// reservations leave (see CancelAt).
+func (l *Limiter) CancelTicket(now time.Time, key string, rule ringlimit.Rule, tk Ticket) {
+	if ringlimit.ValidateCall(key, rule, tk.N) != nil || tk.N <= 0 || tk.Act <= 0 || tk.T < 0 || tk.Level < 0 {
+		return
+	}
+	l.CancelAt(now, Reservation{key: key, rule: rule, n: tk.N, t: tk.T, level: tk.Level, act: tk.Act})
+}

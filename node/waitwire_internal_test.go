@@ -1,0 +1,68 @@
+package node
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/ringlimit/ringlimit"
+	"github.com/ringlimit/ringlimit/internal/memstore"
+	"github.com/ringlimit/ringlimit/internal/peer"
+)
+
+func waitMessages() []*waitMsg {
+	rule := ringlimit.Rule{Algorithm: ringlimit.TokenBucket, Limit: 10, Window: time.Second, Burst: 20}
+	return []*waitMsg{
+		{kind: waitReserve, key: "user:1", rule: rule, n: 3, by: -1},
+		{kind: waitReserve, via: "n2", key: "k", rule: rule, n: 1, by: 250},
+		{kind: waitCancel, key: "k", rule: rule, ticket: memstore.Ticket{N: 1, T: 1 << 41, Level: 7000, Act: 1<<41 + 100}},
+	}
+}
+
+// Every wait message and answer parses back to what was sent.
+func TestWaitMessagesRoundTrip(t *testing.T) {
+	for _, m := range waitMessages() {
+		got, err := parseWait(waitRequest(m).States)
+		if err != nil || !reflect.DeepEqual(&got, m) {
+			t.Fatalf("sent %+v, parsed %+v, %v", m, got, err)
+		}
+	}
+	tk := memstore.Ticket{N: 2, T: 5, Level: 6, Act: 7}
+	for _, tooLong := range []bool{false, true} {
+		long, wait, got, err := parseWaitAnswer(appendWaitAnswer(nil, tooLong, 1500*time.Millisecond, tk))
+		if err != nil || long != tooLong || wait != 1500*time.Millisecond || got != tk {
+			t.Fatalf("answer: %v %s %+v %v", long, wait, got, err)
+		}
+	}
+}
+
+// Whatever a peer sends, the parsers return a message or an error: no
+// panic, and no reservation that is not a valid call.
+func FuzzParseWait(f *testing.F) {
+	for _, m := range waitMessages() {
+		r := waitRequest(m)
+		f.Add(r.States[0].Value, r.States[1].Key, r.States[1].Value)
+	}
+	f.Fuzz(func(t *testing.T, head []byte, key string, value []byte) {
+		m, err := parseWait([]peer.Item{{Key: waitMagic, Value: head}, {Key: key, Value: value}})
+		if err != nil {
+			return
+		}
+		if ringlimit.ValidateCall(m.key, m.rule, 0) != nil {
+			t.Fatalf("parsed a message on a bad key or rule: %+v", m)
+		}
+		if m.kind == waitReserve && (ringlimit.ValidateCall(m.key, m.rule, m.n) != nil || m.by < -1) {
+			t.Fatalf("parsed a bad reservation: %+v", m)
+		}
+	})
+}
+
+func FuzzParseWaitAnswer(f *testing.F) {
+	f.Add(appendWaitAnswer(nil, false, time.Second, memstore.Ticket{N: 1, Act: 2}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, wait, _, err := parseWaitAnswer(b)
+		if err == nil && wait < 0 {
+			t.Fatalf("parsed a negative wait %s", wait)
+		}
+	})
+}
