@@ -148,6 +148,12 @@ type Config struct {
 	// (Ownership changes themselves wait for no timer: see internal/hold.)
 	// If zero, 10 s.
 	HandoffWindow time.Duration
+	// LeaseHot is how many calls of one key this node forwards in a second
+	// before it asks the key's holder for a lease, and decides the key's
+	// calls from the lease in its own memory (see the package docs). If
+	// zero, 32; if negative, this node asks for none (it still grants them
+	// to peers that ask).
+	LeaseHot int
 }
 
 // Network is what the node uses to reach its peers. Tests put faults in it.
@@ -220,6 +226,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxPeerConns <= 0 {
 		c.MaxPeerConns = 1024
+	}
+	if c.LeaseHot == 0 {
+		c.LeaseHot = leaseHot
 	}
 	if c.HandoffWindow <= 0 {
 		c.HandoffWindow = 10 * time.Second

@@ -316,15 +316,31 @@ func (n *Node) maybeDone(vid uint64) {
 		return
 	}
 	id, members := o.viewID, o.view.Load().Members()
+	if o.doneView != id {
+		o.doneView, o.doneAcked = id, map[string]bool{}
+	}
+	var to []string
+	for _, m := range members {
+		if m != n.name && !o.doneAcked[m] {
+			to = append(to, m)
+		}
+	}
 	o.mu.Unlock()
 	ok := true
-	for _, m := range members {
-		if m == n.name {
+	for _, m := range to {
+		res, err := n.holdCall(m, &holdMsg{kind: holdDone, from: n.name, viewID: id}, 0)
+		// A member that has not seen the view yet keeps no Done for it
+		// (it answers 0; one of the release before answers nothing): it
+		// is told again on the node's next tick (retryDone).
+		if known := err == nil && (len(res.State) == 0 || res.State[0] == 1); !known {
+			ok = false
 			continue
 		}
-		if _, err := n.holdCall(m, &holdMsg{kind: holdDone, from: n.name, viewID: id}, 0); err != nil {
-			ok = false
+		o.mu.Lock()
+		if o.doneView == id {
+			o.doneAcked[m] = true
 		}
+		o.mu.Unlock()
 	}
 	if n.tracing {
 		n.trace("done sent", "view", id, "ok", ok)
@@ -335,6 +351,20 @@ func (n *Node) maybeDone(vid uint64) {
 			o.sentDone = id
 		}
 		o.mu.Unlock()
+	}
+}
+
+// retryDone kicks the push loop, on the node's ticker, while this node's
+// Done for its view has not reached every member (some had not seen the
+// view yet, or did not answer), for at most HandoffWindow after the view
+// came: a Done that was not kept leaves the change unresolved there.
+func (n *Node) retryDone() {
+	o := &n.own
+	o.mu.Lock()
+	again := o.doneView == o.viewID && o.sentDone != o.viewID && time.Since(o.changedAt) < n.cfg.HandoffWindow
+	o.mu.Unlock()
+	if again {
+		n.kick()
 	}
 }
 
@@ -456,6 +486,7 @@ func (n *Node) drivePull(key string, h uint64, a hold.Action) {
 					// load one key apart merge when they meet.
 					o.vers[key] = l.ver.Loaded(now, randOrigin())
 				}
+				n.leases.arrived(key)
 			}
 			done := n.afterPull(key, h, act, now)
 			o.end()
@@ -653,6 +684,7 @@ func (n *Node) serveHold(items []peer.Item) peer.Result {
 	case holdDone:
 		o.begin()
 		clean, known := o.core.Done(m.from, m.viewID)
+		seen := known || o.core.ViewID() == m.viewID
 		o.end()
 		if n.tracing {
 			n.trace("done from", "from", m.from, "view", m.viewID, "known", known, "clean", clean)
@@ -660,6 +692,10 @@ func (n *Node) serveHold(items []peer.Item) peer.Result {
 		if clean {
 			n.kick() // (the push loop says Done in turn)
 		}
+		if !seen {
+			return peer.Result{State: []byte{0}} // not seen yet, so not kept: say it again later
+		}
+		return peer.Result{State: []byte{1}}
 	}
 	return peer.Result{}
 }

@@ -65,6 +65,8 @@ type Node struct {
 	goneMu     sync.Mutex
 	gone       map[string]time.Time // members a hand-off message found gone lately (recentlyGone)
 	tracing    bool                 // the hand-off trace is on (trace.go)
+
+	leases leases // hot keys' leases, held and lent (lease.go)
 }
 
 var _ ringlimit.Limiter = (*Node)(nil)
@@ -92,6 +94,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.peers.init(n)
 	n.initTrace()
+	n.leases.init()
 
 	ln, err := net.Listen("tcp", cfg.RPCAddr)
 	if err != nil {
@@ -242,6 +245,7 @@ func (n *Node) RPCAddr() string { return n.server.Addr().String() }
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		var errs []error
+		n.returnLeases()
 		n.handOffAll()
 		// Under GossipLAN the leave intent and memberlist's leave each take
 		// about four 200 ms gossip rounds: a second was not enough, and Close

@@ -56,9 +56,11 @@ type owner struct {
 	wseq   uint64 // write-behind counter of the states started here
 
 	viewID    uint64
-	changedAt time.Time // when the view last changed (the system clock)
-	sentDone  uint64    // the view whose Done this node sent
-	pushFail  bool      // a push of this view could not be delivered: no Done for it
+	changedAt time.Time       // when the view last changed (the system clock)
+	sentDone  uint64          // the view whose Done this node sent (to every member)
+	doneView  uint64          // the view doneAcked is for
+	doneAcked map[string]bool // the members that kept this node's Done for doneView
+	pushFail  bool            // a push of this view could not be delivered: no Done for it
 	outbox    map[string][]pushItem
 }
 
@@ -254,6 +256,7 @@ func (n *Node) installLocked(key string, st ringlimit.State, ver hold.Version) {
 		n.stats.received.Add(1)
 		o.vers[key] = ver
 	}
+	n.leases.arrived(key)
 	if n.tracing {
 		n.trace("installed", "key", key, "has", n.local.Has(key))
 	}

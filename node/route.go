@@ -59,14 +59,33 @@ func (n *Node) AllowN(ctx context.Context, key string, rule ringlimit.Rule, hits
 			if !had && err == nil {
 				n.trace("fresh", "key", key, "allowed", d.Allowed)
 			}
+			if err == nil && !d.Allowed && hits > 0 && n.leases.nlent.Load() > 0 && n.afterDecision(key, rule, d) {
+				// Leases of the key were out: what they had left came back.
+				d, err = n.route(ctx, n.now(), h, "", peer.Request{Op: peer.OpAllow, Key: key, Rule: rule, N: hits}, nil)
+			}
 			n.observe(ctx, start, &d, &err)
 			return
 		}
 		at = ""
-	} else if !n.own.fresh() {
-		at = "" // its state may be here: the core says where it is
+	} else {
+		if ld, ok := n.fromLease(key, rule, hits); ok {
+			d = ld
+			n.observe(ctx, start, &d, &err)
+			return
+		}
+		if !n.own.fresh() {
+			at = "" // its state may be here: the core says where it is
+		}
 	}
 	d, err = n.route(ctx, now, h, at, peer.Request{Op: peer.OpAllow, Key: key, Rule: rule, N: hits}, nil)
+	if err == nil && hits > 0 {
+		switch {
+		case d.Source == ringlimit.Peer:
+			n.sawForward(key, rule, hits)
+		case d.Source == ringlimit.Local && !d.Allowed && n.leases.nlent.Load() > 0 && n.afterDecision(key, rule, d):
+			d, err = n.route(ctx, n.now(), h, "", peer.Request{Op: peer.OpAllow, Key: key, Rule: rule, N: hits}, nil)
+		}
+	}
 	n.observe(ctx, start, &d, &err)
 	return
 }
@@ -456,7 +475,9 @@ func (n *Node) Reset(ctx context.Context, key string) error {
 	if err := ringlimit.ValidateKey(key); err != nil {
 		return err
 	}
+	n.dropLease(key)
 	_, err := n.route(ctx, n.now(), ring.Hash(key), "", peer.Request{Op: peer.OpReset, Key: key}, nil)
+	n.recallLeases(key, true) // (if this node decided it: the leases it gave are void)
 	return err
 }
 
@@ -472,8 +493,11 @@ func (h ownerHandler) Serve(ctx context.Context, r *peer.Request) peer.Result {
 	case peer.OpTake:
 		return peer.Result{} // (the release before the core's pull: nothing here for it)
 	case peer.OpStates:
-		if isWait(r.States) {
+		switch {
+		case isWait(r.States):
 			return n.serveWait(ctx, r.States)
+		case isLease(r.States):
+			return n.serveLease(r.States)
 		}
 		return n.serveHold(r.States)
 	}
@@ -500,12 +524,21 @@ func (h ownerHandler) Serve(ctx context.Context, r *peer.Request) peer.Result {
 		} else {
 			var d ringlimit.Decision
 			if ok, err := n.local.AllowNIfAt(&d, now, r.Key, hh, r.Rule, r.N, n.fresh); ok || err != nil {
-				return peer.Result{Decision: d, Err: err}
+				if err != nil || d.Allowed || r.N == 0 || n.leases.nlent.Load() == 0 || !n.afterDecision(r.Key, r.Rule, d) {
+					return peer.Result{Decision: d, Err: err}
+				}
+				now = n.now() // leases of the key were out, and came back: decided again below
 			}
 		}
 	}
 	var x extra
 	d, next, err := n.here(ctx, now, hh, r, r.From, true, &x)
+	if next == "" && err == nil && r.Op == peer.OpAllow && !d.Allowed && r.N > 0 && n.leases.nlent.Load() > 0 && n.afterDecision(r.Key, r.Rule, d) {
+		d, next, err = n.here(ctx, n.now(), hh, r, r.From, true, &x)
+	}
+	if r.Op == peer.OpReset && next == "" {
+		n.recallLeases(r.Key, true)
+	}
 	switch next {
 	case "":
 		return peer.Result{Decision: d, Decisions: x.all, Err: err}

@@ -77,6 +77,9 @@ type Stats struct {
 	// Peer is the peer link's counters.
 	Peer PeerStats
 
+	// Leases is the hot keys' leases: held of other members' keys, and lent.
+	Leases LeaseStats
+
 	// Changing is true while the node leaves, a pull is on its way, or a
 	// ring change of the last HandoffWindow is not resolved yet by the Done
 	// of every member of the view: keys may still change hands. (Its owned
@@ -143,6 +146,7 @@ func (n *Node) Stats() Stats {
 		Loads:           n.stats.loads.Load(),
 		LoadFailures:    n.stats.loadFailures.Load(),
 		BadHandoffs:     n.stats.badHold.Load(),
+		Leases:          n.leaseStats(),
 	}
 	if sw, ok := n.states.(interface{ StaleWrites() uint64 }); ok {
 		s.StaleWrites = sw.StaleWrites()

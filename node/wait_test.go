@@ -35,7 +35,8 @@ func waitSequentially(t *testing.T, w ringlimit.Waiter, key string, rule ringlim
 // A node paces sequential waits on a key it owns and on one a peer owns
 // alike: 30 waits on 10/s take the 2.0 s that the 20 after the burst of 10
 // need. Never less, counted from the first (the 30th hit needs 20 refills
-// of the full bucket, and the holder reserves each hit's turn); the upper
+// of the full bucket, and the holder reserves each hit's turn), but for the
+// millisecond the holder's clock is read in; the upper
 // bound allows the burst's calls and each of the 20 sleeps a late wake-up
 // on a loaded 2-core machine under -race (up to about 80 ms each).
 func TestWaitPacesOwnedAndForwarded(t *testing.T) {
@@ -51,7 +52,7 @@ func TestWaitPacesOwnedAndForwarded(t *testing.T) {
 		t.Run(k.name, func(t *testing.T) {
 			took, sources := waitSequentially(t, a, k.key, tenPerSecond, 30)
 			t.Logf("30 waits on 10/s, %s: %s from the first; sources %v", k.name, took, sources)
-			if took < 2*time.Second || took > 3600*time.Millisecond {
+			if took < 1999*time.Millisecond || took > 3600*time.Millisecond {
 				t.Fatalf("30 waits on 10/s: %s from the first, want 2.0 s (at most 3.6 s on a loaded machine)", took)
 			}
 			if sources[k.source] != 30 {
@@ -152,7 +153,7 @@ func TestWaitOwnerUnreachableWaitsAtTheStore(t *testing.T) {
 	})
 	took, sources := waitSequentially(t, a, key, tenPerSecond, 15)
 	t.Logf("15 waits on 10/s at the store: %s from the first; sources %v", took, sources)
-	if took < 500*time.Millisecond || sources[ringlimit.Store] != 15 {
+	if took < 499*time.Millisecond || sources[ringlimit.Store] != 15 { // (whole ms: see TestWaitPacesOwnedAndForwarded)
 		t.Fatalf("15 waits on 10/s: %s from the first, sources %v; want at least 0.5 s, all at the store", took, sources)
 	}
 }

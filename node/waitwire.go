@@ -112,6 +112,7 @@ func parseWait(items []peer.Item) (waitMsg, error) {
 	}
 	m := waitMsg{kind: h[0], key: items[1].Key}
 	var ok bool
+	var err error
 	if m.via, h, ok = readName(h[1:]); !ok || len(h) != 0 {
 		return bad("header")
 	}
@@ -119,12 +120,9 @@ func parseWait(items []peer.Item) (waitMsg, error) {
 	if len(v) < ruleLen {
 		return bad("rule")
 	}
-	window := int64(binary.BigEndian.Uint64(v[9:]))
-	if window <= 0 || window > int64(ringlimit.MaxWindow/time.Millisecond) {
-		return bad("window")
+	if m.rule, err = readRule(v); err != nil {
+		return waitMsg{}, err
 	}
-	m.rule = ringlimit.Rule{Algorithm: ringlimit.Algorithm(v[0]), Limit: int64(binary.BigEndian.Uint64(v[1:])),
-		Window: time.Duration(window) * time.Millisecond, Burst: int64(binary.BigEndian.Uint64(v[17:]))}
 	v = v[ruleLen:]
 	switch m.kind {
 	case waitReserve:

@@ -56,6 +56,8 @@ func (n *Node) run() {
 			n.tick() // the core drops what expired (it visits every mark)
 		}
 		n.warn.Flush(false) // summaries of repeated warnings whose interval is over
+		n.sweepLeases()
+		n.retryDone()
 		if n.states == nil || n.cfg.WriteBehind < 0 || n.closed.Load() {
 			continue
 		}

@@ -180,17 +180,31 @@ func (s *sim) maybeDone(n *snode) {
 	}
 	n.sentDone = id
 	for _, m := range n.view {
-		if m == n.name {
-			continue
+		if m != n.name {
+			s.sendDone(n, m, id, 0)
 		}
-		to := m
-		s.send(n.name, to, func() {
-			t := s.nodes[to]
-			if clean, _ := t.core.Done(n.name, id); clean {
-				s.maybeDone(t)
-			}
-		})
 	}
+}
+
+// sendDone sends n's Done for the view id to the member to; one that has
+// not seen the view yet keeps none, and hears it again a moment later while
+// n's view is still id (as node's retryDone does).
+func (s *sim) sendDone(n *snode, to string, id uint64, tries int) {
+	inc := n.inc
+	s.send(n.name, to, func() {
+		t := s.nodes[to]
+		clean, known := t.core.Done(n.name, id)
+		if clean {
+			s.maybeDone(t)
+		}
+		if !known && t.core.ViewID() != id && tries < 20 {
+			s.at(s.now+s.rnd(20*ms, 100*ms), func() {
+				if n.inc == inc && n.alive && n.core.ViewID() == id && !n.core.Leaving() && n.core.Clean() {
+					s.sendDone(n, to, id, tries+1)
+				}
+			})
+		}
+	})
 }
 
 func (s *sim) issue(origin, key string) {

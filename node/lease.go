@@ -1,0 +1,775 @@
+package node
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ringlimit/ringlimit"
+	"github.com/ringlimit/ringlimit/internal/peer"
+	"github.com/ringlimit/ringlimit/ring"
+)
+
+// Leases: hot keys at local speed. A node that forwards one key often (at
+// least leaseHot times in a leasePeriod) asks the key's holder for a lease:
+// a slice of the key's allowance, which the holder consumes in the key's
+// state at once (internal/memstore's Lease says how each algorithm leases,
+// and why what a lease admits never goes beyond one limiter). The node then
+// decides the key's calls from the lease in its own memory (Source Local)
+// until the lease runs out or expires, asks for the next one as it runs
+// low, and gives back what it did not use. Its calls never deny from a
+// lease: a call the lease cannot cover goes to the holder as before, and
+// the holder, before it denies, recalls the leases it gave (their unused
+// hits come back), so a key driven to its limit still admits its limit.
+//
+// Bounds: a lease holds at most a hundredth of the key's capacity, and at
+// most a quarter of what is left shared among the key's borrowers (so a
+// nearly spent key stops leasing and its last hits are decided by its
+// holder); it lives leaseTTL at most (a window's, to the window's end).
+// What a borrower that dies or is cut off strands is its lease, until the
+// lease expires. A holder does not lease a key whose state came to it less
+// than leaseTTL ago (a new holder does not know the leases an earlier one
+// gave, and they have expired by then), nor while it leaves, and never for
+// AllowAll. Reset revokes a key's leases, and so does a call under another
+// rule.
+
+const (
+	leaseTTL    = time.Second           // a lease's life at most
+	leasePeriod = time.Second           // the period demand is counted over
+	leaseHot    = 32                    // the default Config.LeaseHot: forwards of one key in a period that make it hot
+	leaseRetry  = 20 * time.Millisecond // a hot key's forwards ask again this long after the last ask
+	leaseMin    = 4                     // the smallest lease worth its round trip
+	leaseShare  = 100                   // a lease holds at most 1/leaseShare of the capacity
+
+	maxBorrowed   = 1024 // leases a node holds at once
+	maxLent       = 4096 // keys a node has lent leases of at once
+	maxHotKeys    = 4096 // keys whose forwards a period counts
+	maxLeaseAsks  = 8    // lease requests on their way at once
+	maxKeyGrants  = 64   // outstanding grants of one key
+	leaseRecallBy = time.Second
+)
+
+// leases is a node's both sides of leasing: the leases it holds of others'
+// keys, and those it gave of keys it holds.
+type leases struct {
+	mu       sync.RWMutex
+	held     map[string]*borrowed
+	nheld    atomic.Int64 // len(held), for a lock-free miss
+	hot      map[string]int32
+	lastAsk  map[string]int64 // UnixMilli: when a forward last asked for a lease of the key (this period)
+	periodAt int64            // UnixMilli of the period's start (system clock)
+	asks     int              // requests on their way
+	asking   map[string]bool  // the keys they are for: one at a time a key
+
+	lentMu sync.Mutex
+	lent   map[string]*ledger
+	nlent  atomic.Int64 // len(lent)
+	nextID uint64
+	// fresh holds the keys whose state came here from elsewhere (a push, a
+	// pull's answer, a load) in the last leaseTTL, and when: they are not
+	// leased yet. Past maxFresh it is cleared, and nothing is leased for
+	// leaseTTL (freshAll).
+	fresh    map[string]int64
+	freshAll int64
+
+	// recalled holds the grants recalled before they reached this node
+	// (id by granting member, until when they matter): one that arrives
+	// after its recall goes back at once.
+	recalled map[recallKey]int64
+
+	// wake is closed, and replaced, whenever a grant leaves a ledger here
+	// (back, or expired): a recall waits on it for the grants on their way.
+	wake chan struct{}
+
+	granted, returned, expired, recalls, decided atomic.Uint64
+}
+
+type recallKey struct {
+	from string
+	id   uint64
+}
+
+// maxRecalled bounds the recalled grants remembered.
+const maxRecalled = 4096
+
+// borrowed is a lease this node holds.
+type borrowed struct {
+	rule  ringlimit.Rule
+	left  atomic.Int64
+	size  int64
+	at    int64  // UnixMilli, system clock: when it was asked for
+	until int64  // UnixMilli, system clock: after it the lease is void
+	from  string // the member that granted it
+	id    uint64 // its id there
+	asked atomic.Bool
+}
+
+// ledger is what a holder lent of one key.
+type ledger struct {
+	rule   ringlimit.Rule
+	grants map[uint64]grant
+}
+
+type grant struct {
+	to    string
+	n     int64
+	took  time.Time // the node's clock, when taken (memstore.Return's window)
+	until int64     // UnixMilli, system clock, with a margin past the borrower's
+}
+
+func (ls *leases) init() {
+	ls.held = map[string]*borrowed{}
+	ls.hot = map[string]int32{}
+	ls.lastAsk = map[string]int64{}
+	ls.asking = map[string]bool{}
+	ls.lent = map[string]*ledger{}
+	ls.fresh = map[string]int64{}
+	ls.recalled = map[recallKey]int64{}
+	ls.wake = make(chan struct{})
+	ls.freshAll = time.Now().UnixMilli() // (a new node waits leaseTTL: an earlier one under its name may have leased)
+}
+
+// maxFresh bounds the keys arrived remembers.
+const maxFresh = 1 << 16
+
+// arrived records that key's state came here from another member or the
+// store: it is not leased for leaseTTL.
+func (ls *leases) arrived(key string) {
+	now := time.Now().UnixMilli()
+	ls.lentMu.Lock()
+	defer ls.lentMu.Unlock()
+	if len(ls.fresh) >= maxFresh {
+		for k, at := range ls.fresh {
+			if now-at >= leaseTTL.Milliseconds() {
+				delete(ls.fresh, k)
+			}
+		}
+		if len(ls.fresh) >= maxFresh {
+			clear(ls.fresh)
+			ls.freshAll = now
+			return
+		}
+	}
+	ls.fresh[key] = now
+}
+
+// settled reports whether key may be leased: its state did not come here
+// in the last leaseTTL. Under lentMu.
+func (ls *leases) settled(key string, now int64) bool {
+	ttl := leaseTTL.Milliseconds()
+	if now-ls.freshAll < ttl {
+		return false
+	}
+	at, ok := ls.fresh[key]
+	if ok && now-at >= ttl {
+		delete(ls.fresh, key)
+	}
+	return !ok || now-at >= ttl
+}
+
+// take decides a call from a lease, if this node holds one of key under
+// rule that covers hits now. It never denies: false sends the call on.
+func (n *Node) fromLease(key string, rule ringlimit.Rule, hits int64) (ringlimit.Decision, bool) {
+	ls := &n.leases
+	if ls.nheld.Load() == 0 || hits <= 0 {
+		return ringlimit.Decision{}, false
+	}
+	ls.mu.RLock()
+	b := ls.held[key]
+	ls.mu.RUnlock()
+	now := time.Now().UnixMilli()
+	if b == nil || b.rule != rule || now >= b.until {
+		return ringlimit.Decision{}, false
+	}
+	for {
+		left := b.left.Load()
+		if left < hits {
+			return ringlimit.Decision{}, false
+		}
+		if b.left.CompareAndSwap(left, left-hits) {
+			ls.decided.Add(1)
+			// The next one, before this runs out or ends: sized by how fast
+			// this one goes.
+			if !b.asked.Load() && (left-hits < b.size/4 || now >= b.until-leaseTTL.Milliseconds()/4) &&
+				n.askLease(key, rule, b.next(now, left-hits)) {
+				b.asked.Store(true)
+			}
+			return ringlimit.Decision{Allowed: true, Limit: rule.Limit, Remaining: left - hits, Source: ringlimit.Local}, true
+		}
+	}
+}
+
+// next is the size to ask for after b, at now with left hits: what b's
+// pace spends over a lease's life, and half again.
+func (b *borrowed) next(now, left int64) int64 {
+	used, took := b.size-left, max(1, now-b.at)
+	return max(leaseMin, used*leaseTTL.Milliseconds()/took*3/2)
+}
+
+// sawForward counts a forwarded call of key toward its demand, and asks for
+// a lease once the key is hot.
+func (n *Node) sawForward(key string, rule ringlimit.Rule, hits int64) {
+	if hits <= 0 || n.cfg.LeaseHot < 0 {
+		return
+	}
+	ls := &n.leases
+	now := time.Now().UnixMilli()
+	ls.mu.Lock()
+	if now-ls.periodAt >= leasePeriod.Milliseconds() {
+		clear(ls.hot)
+		clear(ls.lastAsk)
+		ls.periodAt = now
+	}
+	c, ok := ls.hot[key]
+	if !ok && len(ls.hot) >= maxHotKeys {
+		ls.mu.Unlock()
+		return
+	}
+	c++
+	ls.hot[key] = c
+	b := ls.held[key]
+	// Once hot, a key's forwards ask again a moment after an ask that
+	// brought nothing (declined, or lost).
+	if hot := int32(n.cfg.LeaseHot); hot < 0 || c < hot || now-ls.lastAsk[key] < leaseRetry.Milliseconds() {
+		ls.mu.Unlock()
+		return
+	}
+	ls.lastAsk[key] = now
+	ls.mu.Unlock()
+	want := max(leaseMin, int64(c)*int64(leaseTTL)/int64(leasePeriod)*2)
+	if b != nil && b.rule == rule {
+		if now < b.until && b.left.Load() >= hits {
+			return // (a call the lease did not cover raced its grant)
+		}
+		want = max(want, b.next(now, b.left.Load())) // it ran out or ended: the demand is at least its pace
+	}
+	n.askLease(key, rule, want)
+}
+
+// askLease asks the key's holder for a lease of about want hits, in the
+// background (at most maxLeaseAsks at once, one a key); false if it did not.
+func (n *Node) askLease(key string, rule ringlimit.Rule, want int64) bool {
+	ls := &n.leases
+	ls.mu.Lock()
+	if ls.asks >= maxLeaseAsks || ls.asking[key] {
+		ls.mu.Unlock()
+		return false
+	}
+	ls.asks++
+	ls.asking[key] = true
+	ls.mu.Unlock()
+	n.bgMu.Lock()
+	if n.bgOff {
+		n.bgMu.Unlock()
+		ls.mu.Lock()
+		ls.asks--
+		delete(ls.asking, key)
+		ls.mu.Unlock()
+		return false
+	}
+	n.bg.Add(1)
+	n.bgMu.Unlock()
+	go func() {
+		defer n.bg.Done()
+		defer func() {
+			ls.mu.Lock()
+			ls.asks--
+			delete(ls.asking, key)
+			ls.mu.Unlock()
+		}()
+		n.requestLease(key, rule, want)
+	}()
+	return true
+}
+
+// requestLease asks the key's owner for a lease and installs what it
+// grants (giving back what the lease it replaces has left).
+func (n *Node) requestLease(key string, rule ringlimit.Rule, want int64) {
+	to := n.own.view.Load().OwnerOfHash(ring.Hash(key))
+	if to == "" || to == n.name {
+		return
+	}
+	pc := n.peers.get(to)
+	if pc == nil {
+		return
+	}
+	ls := &n.leases
+	m := &leaseMsg{kind: leaseAsk, from: n.name, key: key, rule: rule, n: want}
+	ls.mu.RLock()
+	if b := ls.held[key]; b != nil && b.from == to {
+		m.id, m.left = b.id, b.left.Load() // (it only goes down: the holder counts at most this)
+	}
+	ls.mu.RUnlock()
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ForwardTimeout)
+	defer cancel()
+	sent := time.Now()
+	res, err := pc.client.Do(ctx, leaseRequest(m))
+	if err != nil || res.Err != nil {
+		return
+	}
+	a, err := parseLeaseAnswer(res.State)
+	if err != nil {
+		n.warn.Warn("bad lease answer", "node: bad answer to a lease request", "node", n.name, "from", to, "err", err)
+		return
+	}
+	if a.n <= 0 {
+		return
+	}
+	b := &borrowed{rule: rule, size: a.n, at: sent.UnixMilli(), until: sent.Add(a.life).UnixMilli(), from: to, id: a.id}
+	b.left.Store(a.n)
+	ls.mu.Lock()
+	if _, gone := ls.recalled[recallKey{to, a.id}]; gone {
+		delete(ls.recalled, recallKey{to, a.id})
+		ls.mu.Unlock()
+		n.giveBack(key, b) // recalled on its way here
+		return
+	}
+	old := ls.held[key]
+	if old == nil && len(ls.held) >= maxBorrowed {
+		ls.mu.Unlock()
+		n.giveBack(key, b) // no room: it goes back at once
+		return
+	}
+	ls.held[key] = b
+	ls.nheld.Store(int64(len(ls.held)))
+	ls.mu.Unlock()
+	if old != nil {
+		n.giveBack(key, old)
+	}
+}
+
+// giveBack returns what the lease b has left to the member that granted
+// it, and voids it (best effort: what does not come back is stranded until
+// the lease expires there).
+func (n *Node) giveBack(key string, b *borrowed) {
+	left := b.left.Swap(0)
+	pc := n.peers.get(b.from)
+	if pc == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ForwardTimeout)
+	defer cancel()
+	_, _ = pc.client.Do(ctx, leaseRequest(&leaseMsg{kind: leaseBack, from: n.name, key: key, rule: b.rule, n: left, id: b.id}))
+}
+
+// sweepLeases drops the leases that expired and gives back what they had
+// left, and forgets the grants whose leases expired. It runs on the node's
+// ticker.
+func (n *Node) sweepLeases() {
+	ls := &n.leases
+	now := time.Now().UnixMilli()
+	var gone []*borrowed
+	var keys []string
+	ls.mu.Lock()
+	for k, b := range ls.held {
+		if now >= b.until {
+			delete(ls.held, k)
+			if b.left.Load() > 0 {
+				gone, keys = append(gone, b), append(keys, k)
+			}
+			ls.expired.Add(1)
+		}
+	}
+	ls.nheld.Store(int64(len(ls.held)))
+	ls.mu.Unlock()
+	for i, b := range gone {
+		n.giveBack(keys[i], b)
+	}
+	ls.lentMu.Lock()
+	for k, l := range ls.lent {
+		for id, g := range l.grants {
+			// An expired grant is no longer out, but what its borrower
+			// gives back is taken for a while yet (the borrower's sweep
+			// runs after its own expiry).
+			if now >= g.until+leaseTTL.Milliseconds() {
+				delete(l.grants, id)
+				ls.woke()
+			}
+		}
+		if len(l.grants) == 0 {
+			delete(ls.lent, k)
+		}
+	}
+	ls.nlent.Store(int64(len(ls.lent)))
+	ls.lentMu.Unlock()
+}
+
+// outstanding is the hits of key lent under rule and not yet back or
+// expired, and how many members hold them; other tells whether some were
+// lent under another rule.
+func (ls *leases) outstanding(key string, rule ringlimit.Rule) (n int64, borrowers int, other bool) {
+	now := time.Now().UnixMilli()
+	ls.lentMu.Lock()
+	defer ls.lentMu.Unlock()
+	l := ls.lent[key]
+	if l == nil {
+		return 0, 0, false
+	}
+	for _, g := range l.grants {
+		if now < g.until {
+			n += g.n
+			borrowers++
+		}
+	}
+	return n, borrowers, l.rule != rule && n > 0
+}
+
+// heldBy is the hits of key that member to holds in unexpired grants from
+// this node, counting the grant id at most left.
+func (ls *leases) heldBy(key, to string, id uint64, left int64) int64 {
+	now := time.Now().UnixMilli()
+	ls.lentMu.Lock()
+	defer ls.lentMu.Unlock()
+	var n int64
+	if l := ls.lent[key]; l != nil {
+		for gid, g := range l.grants {
+			if g.to != to || now >= g.until {
+				continue
+			}
+			if gid == id {
+				n += min(g.n, left)
+			} else {
+				n += g.n
+			}
+		}
+	}
+	return n
+}
+
+// grantLease answers a lease request: the key's holder takes the hits from
+// the key's state and records the grant. It grants only while nothing here
+// changes hands, for a key whose state is here (or which this node owns and
+// may start), and sizes the lease from the demand and from what is left.
+func (n *Node) grantLease(m *leaseMsg) leaseAnswer {
+	o := &n.own
+	h := ring.Hash(m.key)
+	ls := &n.leases
+	if n.closed.Load() {
+		return leaseAnswer{}
+	}
+	out, borrowers, other := ls.outstanding(m.key, m.rule)
+	if other {
+		return leaseAnswer{} // leases under another rule are out: they are revoked first (see afterDecision)
+	}
+	ls.lentMu.Lock()
+	settled := ls.settled(m.key, time.Now().UnixMilli())
+	ls.lentMu.Unlock()
+	if !settled {
+		return leaseAnswer{}
+	}
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	if o.core.Leaving() || o.core.Owner(h) != n.name {
+		return leaseAnswer{}
+	}
+	if !n.local.Has(m.key) {
+		if to, ok := o.core.Peek(m.key, h); !ok || to != "" || !n.fresh() {
+			return leaseAnswer{}
+		}
+	}
+	now := n.now()
+	d, err := n.local.AllowNAt(now, m.key, m.rule, 0)
+	if err != nil {
+		return leaseAnswer{}
+	}
+	// What this borrower holds already counts against its hundredth (its
+	// current lease at what it says is left): a borrower that dies strands
+	// at most that.
+	size := min(m.n, m.rule.Capacity()/leaseShare-ls.heldBy(m.key, m.from, m.id, m.left), d.Remaining/int64(4*(borrowers+1)))
+	if size < leaseMin {
+		return leaseAnswer{} // a nearly spent key: its last hits are decided here
+	}
+	got, life, err := n.local.Lease(now, m.key, m.rule, size, out, leaseTTL)
+	if err != nil || got <= 0 {
+		return leaseAnswer{}
+	}
+	ls.lentMu.Lock()
+	defer ls.lentMu.Unlock()
+	l := ls.lent[m.key]
+	if l == nil {
+		if len(ls.lent) >= maxLent {
+			n.local.Return(now, m.key, m.rule, got, now) // no room to remember it: not lent
+			return leaseAnswer{}
+		}
+		l = &ledger{rule: m.rule, grants: map[uint64]grant{}}
+		ls.lent[m.key] = l
+		ls.nlent.Store(int64(len(ls.lent)))
+	}
+	if len(l.grants) >= maxKeyGrants {
+		n.local.Return(now, m.key, m.rule, got, now)
+		return leaseAnswer{}
+	}
+	l.rule = m.rule
+	ls.nextID++
+	id := ls.nextID
+	// The grant outlives the borrower's lease by a margin: the borrower
+	// counts the life from before it asked.
+	l.grants[id] = grant{to: m.from, n: got, took: now, until: time.Now().Add(life + leaseTTL/5).UnixMilli()}
+	ls.granted.Add(1)
+	return leaseAnswer{n: got, life: life, id: id}
+}
+
+// takeBack records a lease's unused hits coming back (given back by its
+// borrower, or answered to a recall) and returns them to the key's state.
+func (n *Node) takeBack(key string, rule ringlimit.Rule, id uint64, left int64) bool {
+	ls := &n.leases
+	ls.lentMu.Lock()
+	l := ls.lent[key]
+	var g grant
+	var lrule ringlimit.Rule
+	ok := false
+	if l != nil {
+		lrule = l.rule
+		if g, ok = l.grants[id]; ok {
+			delete(l.grants, id)
+			ls.woke()
+		}
+		if len(l.grants) == 0 {
+			delete(ls.lent, key)
+			ls.nlent.Store(int64(len(ls.lent)))
+		}
+	}
+	ls.lentMu.Unlock()
+	if !ok || left <= 0 || rule != lrule {
+		return false
+	}
+	ls.returned.Add(1)
+	o := &n.own
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	if !n.local.Has(key) {
+		return false
+	}
+	n.local.Return(n.now(), key, rule, min(left, g.n), g.took)
+	return true
+}
+
+// recallLeases asks every member holding a lease of key to give it up, and
+// returns what they had left to the key's state; it reports whether any
+// came back. revoke voids them without giving anything back (the key was
+// reset: its state is not the one they were taken from).
+func (n *Node) recallLeases(key string, revoke bool) bool {
+	ls := &n.leases
+	if ls.nlent.Load() == 0 {
+		return false
+	}
+	ls.lentMu.Lock()
+	l := ls.lent[key]
+	var gs []grant
+	var ids []uint64
+	var rule ringlimit.Rule
+	if l != nil {
+		now := time.Now().UnixMilli()
+		rule = l.rule
+		for id, g := range l.grants {
+			if now < g.until {
+				gs, ids = append(gs, g), append(ids, id)
+			}
+		}
+		if revoke {
+			delete(ls.lent, key)
+			ls.nlent.Store(int64(len(ls.lent)))
+		}
+	}
+	ls.lentMu.Unlock()
+	if len(gs) == 0 {
+		return false
+	}
+	ls.recalls.Add(1)
+	kind := leaseRecall
+	if revoke {
+		kind = leaseRevoke
+	}
+	var wg sync.WaitGroup
+	var back atomic.Bool
+	for i, g := range gs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pc := n.peers.get(g.to)
+			if pc == nil {
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), min(pc.client.timeout(), leaseRecallBy))
+			defer cancel()
+			res, err := pc.client.Do(ctx, leaseRequest(&leaseMsg{kind: kind, from: n.name, key: key, rule: rule, id: ids[i]}))
+			if err != nil || res.Err != nil || revoke {
+				return
+			}
+			a, err := parseLeaseAnswer(res.State)
+			if err != nil || a.id != ids[i] {
+				return // not there yet (it comes back as it arrives), or an answer of the release before
+			}
+			if n.takeBack(key, rule, ids[i], a.n) {
+				back.Store(true)
+			}
+		}()
+	}
+	wg.Wait()
+	if revoke {
+		return false
+	}
+	// What is still out (on its way to a borrower, or with one that did not
+	// answer) comes back when it arrives there, or expires: wait for that,
+	// at most until the last of them expires.
+	var last int64
+	for _, g := range gs {
+		last = max(last, g.until)
+	}
+	deadline := time.UnixMilli(last)
+	for {
+		ls.lentMu.Lock()
+		out := false
+		if l := ls.lent[key]; l != nil {
+			for _, id := range ids {
+				if _, ok := l.grants[id]; ok {
+					out = true
+				}
+			}
+		}
+		wake := ls.wake
+		ls.lentMu.Unlock()
+		if !out || !time.Now().Before(deadline) {
+			break
+		}
+		t := time.NewTimer(time.Until(deadline))
+		select {
+		case <-wake:
+			back.Store(true)
+		case <-t.C:
+		case <-n.stop:
+		}
+		t.Stop()
+	}
+	return back.Load()
+}
+
+// woke is called under lentMu when a grant leaves a ledger.
+func (ls *leases) woke() {
+	close(ls.wake)
+	ls.wake = make(chan struct{})
+}
+
+// surrender is a borrower's side of a recall or a revoke: the lease of key
+// granted as id by from is void, and what it had left is answered (held:
+// this node holds it). One this node does not hold yet is remembered, and
+// goes back the moment it arrives.
+func (n *Node) surrender(from, key string, id uint64) (left int64, held bool) {
+	ls := &n.leases
+	ls.mu.Lock()
+	b := ls.held[key]
+	if b == nil || b.from != from || b.id != id {
+		now := time.Now().UnixMilli()
+		if len(ls.recalled) >= maxRecalled {
+			for k, until := range ls.recalled {
+				if now >= until {
+					delete(ls.recalled, k)
+				}
+			}
+		}
+		if len(ls.recalled) < maxRecalled {
+			ls.recalled[recallKey{from, id}] = now + 2*leaseTTL.Milliseconds()
+		}
+		ls.mu.Unlock()
+		return 0, false
+	}
+	delete(ls.held, key)
+	ls.nheld.Store(int64(len(ls.held)))
+	ls.mu.Unlock()
+	return b.left.Swap(0), true
+}
+
+// dropLease voids this node's own lease of key, if it holds one (a Reset
+// of the key here).
+func (n *Node) dropLease(key string) {
+	ls := &n.leases
+	if ls.nheld.Load() == 0 {
+		return
+	}
+	ls.mu.Lock()
+	b := ls.held[key]
+	delete(ls.held, key)
+	ls.nheld.Store(int64(len(ls.held)))
+	ls.mu.Unlock()
+	if b != nil {
+		b.left.Store(0)
+	}
+}
+
+// afterDecision is the holder's step after it decided a call on key itself:
+// a denial while leases of the key are out recalls them and reports that
+// the call should be decided again; a call under another rule than the
+// leases' revokes them.
+func (n *Node) afterDecision(key string, rule ringlimit.Rule, d ringlimit.Decision) (again bool) {
+	if n.leases.nlent.Load() == 0 {
+		return false
+	}
+	out, _, other := n.leases.outstanding(key, rule)
+	if other {
+		n.recallLeases(key, true)
+		return false
+	}
+	if !d.Allowed && out > 0 {
+		return n.recallLeases(key, false)
+	}
+	return false
+}
+
+// serveLease serves a lease message from a peer.
+func (n *Node) serveLease(items []peer.Item) peer.Result {
+	m, err := parseLease(items)
+	if err != nil {
+		n.stats.badHold.Add(1)
+		n.warn.Warn("bad lease message", "node: bad lease message", "node", n.name, "err", err)
+		return peer.Result{Err: err}
+	}
+	switch m.kind {
+	case leaseAsk:
+		return peer.Result{State: appendLeaseAnswer(nil, n.grantLease(&m))}
+	case leaseBack:
+		n.takeBack(m.key, m.rule, m.id, m.n)
+		return peer.Result{}
+	case leaseRecall, leaseRevoke:
+		left, held := n.surrender(m.from, m.key, m.id)
+		a := leaseAnswer{n: left}
+		if held {
+			a.id = m.id // (0: not here yet; it goes back when it comes)
+		}
+		return peer.Result{State: appendLeaseAnswer(nil, a)}
+	}
+	return peer.Result{}
+}
+
+// returnLeases gives back every lease this node holds (Close).
+func (n *Node) returnLeases() {
+	ls := &n.leases
+	ls.mu.Lock()
+	held := ls.held
+	ls.held = map[string]*borrowed{}
+	ls.nheld.Store(0)
+	ls.mu.Unlock()
+	for k, b := range held {
+		if b.left.Load() > 0 && time.Now().UnixMilli() < b.until {
+			n.giveBack(k, b)
+		}
+	}
+}
+
+// LeaseStats are a node's lease counters (see the package docs, Leases).
+type LeaseStats struct {
+	Held int // leases this node holds now, of keys other members hold
+	Lent int // keys this node has lent leases of, not expired or back
+	// Granted counts the leases this node gave; Returned those whose unused
+	// hits came back (given back, or answered to a recall); Recalls the
+	// times a denial recalled a key's leases first; Expired the leases this
+	// node held that ran out of time; Decisions the calls decided here from
+	// a lease.
+	Granted, Returned, Recalls, Expired, Decisions uint64
+}
+
+func (n *Node) leaseStats() LeaseStats {
+	ls := &n.leases
+	return LeaseStats{Held: int(ls.nheld.Load()), Lent: int(ls.nlent.Load()), Granted: ls.granted.Load(),
+		Returned: ls.returned.Load(), Recalls: ls.recalls.Load(), Expired: ls.expired.Load(), Decisions: ls.decided.Load()}
+}

@@ -1,0 +1,212 @@
+package node_test
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ringlimit/ringlimit"
+	"github.com/ringlimit/ringlimit/internal/testclock"
+	"github.com/ringlimit/ringlimit/node"
+	"github.com/ringlimit/ringlimit/node/nodetest"
+)
+
+// hitUntilDenied calls key from per goroutines on each of nodes until each
+// is denied, and returns the hits admitted and the decisions by source. The
+// goroutines on the key's owner start once some other node holds a lease
+// (warm), so that the owner's own callers do not spend the key first.
+func hitUntilDenied(t *testing.T, nodes []*node.Node, per int, key string, rule ringlimit.Rule, warm bool) (int64, [4]int64) {
+	t.Helper()
+	var admitted atomic.Int64
+	var sources [4]atomic.Int64
+	var wg sync.WaitGroup
+	call := func(nd *node.Node) {
+		defer wg.Done()
+		for {
+			d, err := nd.Allow(ctx, key, rule)
+			if err != nil {
+				t.Errorf("%s: %v", nd.Name(), err)
+				return
+			}
+			sources[d.Source].Add(1)
+			if !d.Allowed {
+				return
+			}
+			admitted.Add(1)
+		}
+	}
+	owner := nodes[0].Owner(key)
+	var later []*node.Node
+	for _, nd := range nodes {
+		if warm && nd.Name() == owner {
+			later = append(later, nd)
+			continue
+		}
+		for range per {
+			wg.Add(1)
+			go call(nd)
+		}
+	}
+	if warm {
+		waitFor(t, 20*time.Second, "a lease held", func() bool {
+			for _, nd := range nodes {
+				if nd.Stats().Leases.Held > 0 {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	for _, nd := range later {
+		for range per {
+			wg.Add(1)
+			go call(nd)
+		}
+	}
+	wg.Wait()
+	var s [4]int64
+	for i := range s {
+		s[i] = sources[i].Load()
+	}
+	return admitted.Load(), s
+}
+
+// One key hit from every node of five until every caller is denied: the
+// non-owners lease it and decide from their leases, and the key admits its
+// capacity, never more and at most 1 % less (what leases held when the
+// callers stopped; a denial recalls them first). The clock is frozen, so
+// that the key admits its capacity once (no refill, no new window).
+func TestHotKeyLeasesAdmitTheLimit(t *testing.T) {
+	for _, alg := range []ringlimit.Algorithm{ringlimit.TokenBucket, ringlimit.FixedWindow, ringlimit.SlidingWindow} {
+		t.Run(alg.String(), func(t *testing.T) {
+			clk := testclock.New(time.Now())
+			c := nodetest.Start(t, 5, func(cfg *node.Config) {
+				cfg.Clock = clk
+				cfg.ForwardTimeout = 5 * time.Second // two cores under -race: no call to the policy
+			})
+			rule := ringlimit.Rule{Algorithm: alg, Limit: 50_000, Window: time.Hour}
+			key := fmt.Sprintf("hot-%s", alg)
+			got, sources := hitUntilDenied(t, c.Nodes, 4, key, rule, true)
+			var granted, decided, recalls uint64
+			for _, nd := range c.Nodes {
+				s := nd.Stats().Leases
+				granted += s.Granted
+				decided += s.Decisions
+				recalls += s.Recalls
+			}
+			t.Logf("%s: admitted %d of 50,000; decisions local %d, peer %d, store %d, fallback %d; leases granted %d, recalls %d, calls decided from leases %d",
+				alg, got, sources[ringlimit.Local], sources[ringlimit.Peer], sources[ringlimit.Store], sources[ringlimit.Fallback], granted, recalls, decided)
+			if sources[ringlimit.Store]+sources[ringlimit.Fallback] != 0 {
+				t.Fatalf("%d calls went to the store tier", sources[ringlimit.Store]+sources[ringlimit.Fallback])
+			}
+			if got > 50_000 || got < 49_500 {
+				t.Fatalf("admitted %d, want between 49,500 and 50,000", got)
+			}
+			if granted == 0 || decided == 0 {
+				t.Fatalf("no lease granted (%d) or used (%d): the test did not exercise leases", granted, decided)
+			}
+		})
+	}
+}
+
+// heatUntilLeased calls key from the nodes until one of them holds a lease
+// of it, and returns the hits admitted meanwhile.
+func heatUntilLeased(t *testing.T, nodes []*node.Node, key string, rule ringlimit.Rule) int64 {
+	t.Helper()
+	var admitted atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, nd := range nodes {
+		for range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if d, err := nd.Allow(ctx, key, rule); err == nil && d.Allowed {
+						admitted.Add(1)
+					}
+				}
+			}()
+		}
+	}
+	waitFor(t, 20*time.Second, "a lease held", func() bool {
+		for _, nd := range nodes {
+			if nd.Stats().Leases.Held > 0 {
+				return true
+			}
+		}
+		return false
+	})
+	close(stop)
+	wg.Wait()
+	return admitted.Load()
+}
+
+// Reset revokes a key's leases: after it the key admits its capacity and no
+// more, though a borrower held a lease of it.
+func TestResetRevokesLeases(t *testing.T) {
+	clk := testclock.New(time.Now())
+	c := nodetest.Start(t, 3, func(cfg *node.Config) {
+		cfg.Clock = clk
+		cfg.ForwardTimeout = 5 * time.Second
+	})
+	rule := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: 20_000, Window: time.Hour}
+	const key = "reset-hot"
+	owner := c.Nodes[0].Owner(key)
+	var borrowers []*node.Node
+	for _, nd := range c.Nodes {
+		if nd.Name() != owner {
+			borrowers = append(borrowers, nd)
+		}
+	}
+	heatUntilLeased(t, borrowers, key, rule)
+	if err := borrowers[0].Reset(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	for _, nd := range c.Nodes {
+		if s := nd.Stats().Leases; s.Held != 0 {
+			t.Fatalf("%s holds %d leases after the Reset", nd.Name(), s.Held)
+		}
+	}
+	got, _ := hitUntilDenied(t, c.Nodes, 2, key, rule, false)
+	if got > 20_000 || got < 20_000-20_000/100 {
+		t.Fatalf("admitted %d after the Reset, want its capacity of 20,000 (at most 1%% less)", got)
+	}
+}
+
+// A borrower that crashes strands its lease: the key admits its capacity
+// less at most that lease (a hundredth of it), never more.
+func TestCrashedBorrowerStrandsItsLease(t *testing.T) {
+	clk := testclock.New(time.Now())
+	c := nodetest.Start(t, 3, func(cfg *node.Config) {
+		cfg.Clock = clk
+		cfg.ForwardTimeout = 5 * time.Second
+	})
+	rule := ringlimit.Rule{Algorithm: ringlimit.TokenBucket, Limit: 20_000, Window: time.Hour}
+	const key = "crash-hot"
+	owner := c.Nodes[0].Owner(key)
+	var victim, others []*node.Node
+	for _, nd := range c.Nodes {
+		if nd.Name() != owner && victim == nil {
+			victim = append(victim, nd)
+		} else {
+			others = append(others, nd)
+		}
+	}
+	before := heatUntilLeased(t, victim, key, rule)
+	node.Crash(victim[0])
+	c.WaitMembers(t, 10*time.Second, others...)
+	after, _ := hitUntilDenied(t, others, 2, key, rule, false)
+	got := before + after
+	t.Logf("admitted %d before the crash and %d after: %d of 20,000", before, after, got)
+	if got > 20_000 || got < 20_000-20_000/100 {
+		t.Fatalf("admitted %d, want 20,000 less at most its crashed borrower's lease (200)", got)
+	}
+}
