@@ -238,18 +238,25 @@ func (c *Client) conn(ctx context.Context, deadline time.Time) (cn *conn, dialle
 	if cn != nil {
 		return cn, false, nil
 	}
+	cn, err = c.dial(ctx, deadline)
+	return cn, err == nil, err
+}
+
+// dial dials the peer and starts a connection (apart from conn, whose
+// fast path so allocates nothing: the idle timer's function holds cn).
+func (c *Client) dial(ctx context.Context, deadline time.Time) (*conn, error) {
 	dctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	nc, err := c.cfg.Dial(dctx, c.cfg.Addr)
 	if err != nil {
-		return nil, false, fmt.Errorf("peer: dial %s: %w", c.cfg.Addr, err)
+		return nil, fmt.Errorf("peer: dial %s: %w", c.cfg.Addr, err)
 	}
 	tx, rx, v, err := clientHandshakeUpTo(nc, c.cfg.Secret, c.cfg.Name, time.Until(deadline), c.version)
 	if err != nil {
 		nc.Close()
-		return nil, false, fmt.Errorf("peer: %s: %w", c.cfg.Addr, err)
+		return nil, fmt.Errorf("peer: %s: %w", c.cfg.Addr, err)
 	}
-	cn = &conn{nc: nc, pending: map[uint64]*call{}, read: time.Now()}
+	cn := &conn{nc: nc, pending: map[uint64]*call{}, read: time.Now()}
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 		cn.raw, _ = tc.SyscallConn()
@@ -266,13 +273,13 @@ func (c *Client) conn(ctx context.Context, deadline time.Time) (cn *conn, dialle
 	if c.closed {
 		c.mu.Unlock()
 		cn.end(ErrClosed)
-		return nil, false, ErrClosed
+		return nil, ErrClosed
 	}
 	c.cn = cn
 	c.wg.Add(1)
 	c.mu.Unlock()
 	go cn.writeLoop(c)
-	return cn, true, nil
+	return cn, nil
 }
 
 // probeAfter is how long a connection may go unread before a call checks
@@ -532,7 +539,12 @@ func (cn *conn) readFor(c *Client, ctx context.Context, cl *call, start, due tim
 	if ctx.Done() != nil {
 		stop = context.AfterFunc(ctx, cn.interrupt)
 	}
-	cn.setReadDeadline(due)
+	// A deadline a turn before set, after start and not after due, is
+	// kept (it is due's of a call made before): if it passes first, the
+	// loop below sets due. So a turn costs no timer.
+	if !cn.rdl.After(start) || cn.rdl.After(due) {
+		cn.setReadDeadline(due)
+	}
 	var own Result
 	got := false
 	var quit, broken error // quit: cl gives up; broken: the connection

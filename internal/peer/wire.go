@@ -94,8 +94,9 @@ type writer struct {
 	buf      []byte // queued: records (version 2), or frames in clear (batch)
 	spare    []byte
 	flushing bool
-	seal     *sealer // nil: in clear
-	frames   int     // frames in buf
+	seal     *sealer   // nil: in clear
+	frames   int       // frames in buf
+	deadline time.Time // the write deadline set last (by the flusher)
 	// batch (version 3): frames queue in clear and each flush puts them in
 	// records (sealed) by the flusher, outside mu; out is its output.
 	batch bool
@@ -159,7 +160,12 @@ func (w *writer) flushUnsent(nc net.Conn, timeout time.Duration) (unsent bool, e
 			// follows the order of the writes.
 			out = w.records(w.out[:0], buf)
 		}
-		_ = nc.SetWriteDeadline(time.Now().Add(timeout))
+		// A write has between timeout and twice it: the deadline is set
+		// again only once less than timeout is left, not every write.
+		if now := time.Now(); w.deadline.Sub(now) < timeout {
+			w.deadline = now.Add(2 * timeout)
+			_ = nc.SetWriteDeadline(w.deadline)
+		}
 		var n int
 		n, err = nc.Write(out)
 		unsent = first && err != nil && n == 0
