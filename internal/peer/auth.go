@@ -23,8 +23,9 @@ import (
 //
 // The client chooses the highest version both speak, so a new frame format
 // can be rolled out node by node: a node that speaks versions up to N still
-// talks to one that speaks up to N-1. The proofs cover v, so nobody without
-// the secret can talk two nodes down to an older version.
+// talks to one that speaks up to N-1 (version 3, which puts several frames
+// in a record, talks to version 2 one frame a record). The proofs cover v,
+// so nobody without the secret can talk two nodes down to an older version.
 //
 // A client that expects a name refuses any other, so an address that leads
 // to the wrong node (a stale address, or a node's own server behind an
@@ -107,26 +108,34 @@ func keys(secret []byte, v byte, s, c []byte) (c2s, s2c *sealer, err error) {
 // means no secret). It returns the sealers for what it sends and what it
 // receives (nil without a secret).
 func serverHandshake(c net.Conn, secrets [][]byte, name string, timeout time.Duration) (tx, rx *sealer, err error) {
+	tx, rx, _, err = serverHandshakeUpTo(c, secrets, name, timeout, Version)
+	return tx, rx, err
+}
+
+// serverHandshakeUpTo is serverHandshake for a server that speaks versions
+// up to most (tests play a node of an earlier release with it), and also
+// returns the version the client chose.
+func serverHandshakeUpTo(c net.Conn, secrets [][]byte, name string, timeout time.Duration, most byte) (tx, rx *sealer, v byte, err error) {
 	_ = c.SetDeadline(time.Now().Add(timeout))
 	defer c.SetDeadline(time.Time{})
 	s, err := nonce()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
-	greeting := append(append(append(magic[:], Version), s...), byte(len(name)))
+	greeting := append(append(append(magic[:], most), s...), byte(len(name)))
 	if _, err := c.Write(append(greeting, name...)); err != nil {
-		return nil, nil, fmt.Errorf("peer: handshake: %w", err)
+		return nil, nil, 0, fmt.Errorf("peer: handshake: %w", err)
 	}
 	in := make([]byte, len(magic)+1+nonceLen+sha256.Size)
 	if _, err := io.ReadFull(c, in); err != nil {
-		return nil, nil, fmt.Errorf("peer: handshake: %w", err)
+		return nil, nil, 0, fmt.Errorf("peer: handshake: %w", err)
 	}
 	if [3]byte(in[:3]) != magic {
-		return nil, nil, fmt.Errorf("%w: bad magic %q", ErrAuth, in[:3])
+		return nil, nil, 0, fmt.Errorf("%w: bad magic %q", ErrAuth, in[:3])
 	}
-	v := in[3]
-	if v < minVersion || v > Version {
-		return nil, nil, fmt.Errorf("%w: client chose version %d, this node speaks %d to %d", ErrVersion, v, minVersion, Version)
+	v = in[3]
+	if v < minVersion || v > most {
+		return nil, nil, 0, fmt.Errorf("%w: client chose version %d, this node speaks %d to %d", ErrVersion, v, minVersion, most)
 	}
 	cn := in[4 : 4+nonceLen]
 	var secret []byte
@@ -138,55 +147,63 @@ func serverHandshake(c net.Conn, secrets [][]byte, name string, timeout time.Dur
 		}
 	}
 	if !found {
-		return nil, nil, fmt.Errorf("%w: client proof", ErrAuth)
+		return nil, nil, 0, fmt.Errorf("%w: client proof", ErrAuth)
 	}
 	if _, err := c.Write(mac(secret, "server", v, cn, s, []byte(name))); err != nil {
-		return nil, nil, fmt.Errorf("peer: handshake: %w", err)
+		return nil, nil, 0, fmt.Errorf("peer: handshake: %w", err)
 	}
 	c2s, s2c, err := keys(secret, v, s, cn)
-	return s2c, c2s, err
+	return s2c, c2s, v, err
 }
 
 // clientHandshake runs the client's side on c within timeout. If want is
 // not empty, the server must be the node of that name. It returns the
 // sealers for what it sends and what it receives (nil without a secret).
 func clientHandshake(c net.Conn, secret []byte, want string, timeout time.Duration) (tx, rx *sealer, err error) {
+	tx, rx, _, err = clientHandshakeUpTo(c, secret, want, timeout, Version)
+	return tx, rx, err
+}
+
+// clientHandshakeUpTo is clientHandshake for a client that speaks versions
+// up to most, and also returns the version it chose.
+func clientHandshakeUpTo(c net.Conn, secret []byte, want string, timeout time.Duration, most byte) (tx, rx *sealer, v byte, err error) {
 	_ = c.SetDeadline(time.Now().Add(timeout))
 	defer c.SetDeadline(time.Time{})
 	in := make([]byte, len(magic)+1+nonceLen+1)
 	if _, err := io.ReadFull(c, in); err != nil {
-		return nil, nil, fmt.Errorf("peer: handshake: %w", err)
+		return nil, nil, 0, fmt.Errorf("peer: handshake: %w", err)
 	}
 	if [3]byte(in[:3]) != magic {
-		return nil, nil, fmt.Errorf("%w: bad magic %q", ErrAuth, in[:3])
+		return nil, nil, 0, fmt.Errorf("%w: bad magic %q", ErrAuth, in[:3])
 	}
-	v := min(in[3], Version)
+	v = min(in[3], most)
 	if v < minVersion {
-		return nil, nil, fmt.Errorf("%w: server speaks up to version %d, this node %d to %d", ErrVersion, in[3], minVersion, Version)
+		return nil, nil, 0, fmt.Errorf("%w: server speaks up to version %d, this node %d to %d", ErrVersion, in[3], minVersion, most)
 	}
 	s := in[4 : 4+nonceLen]
 	name := make([]byte, in[4+nonceLen])
 	if _, err := io.ReadFull(c, name); err != nil {
-		return nil, nil, fmt.Errorf("peer: handshake: %w", err)
+		return nil, nil, 0, fmt.Errorf("peer: handshake: %w", err)
 	}
 	if want != "" && string(name) != want {
-		return nil, nil, fmt.Errorf("%w: reached node %q, want %q", ErrAuth, name, want)
+		return nil, nil, 0, fmt.Errorf("%w: reached node %q, want %q", ErrAuth, name, want)
 	}
 	cn, err := nonce()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	out := append(append(append(magic[:], v), cn...), mac(secret, "client", v, s, cn)...)
 	if _, err := c.Write(out); err != nil {
-		return nil, nil, fmt.Errorf("peer: handshake: %w", err)
+		return nil, nil, 0, fmt.Errorf("peer: handshake: %w", err)
 	}
 	proof := make([]byte, sha256.Size)
 	if _, err := io.ReadFull(c, proof); err != nil {
 		// The server closes without a word when our proof is wrong.
-		return nil, nil, fmt.Errorf("%w: server closed the handshake: %w", ErrAuth, err)
+		return nil, nil, 0, fmt.Errorf("%w: server closed the handshake: %w", ErrAuth, err)
 	}
 	if !hmac.Equal(proof, mac(secret, "server", v, cn, s, name)) {
-		return nil, nil, fmt.Errorf("%w: server proof", ErrAuth)
+		return nil, nil, 0, fmt.Errorf("%w: server proof", ErrAuth)
 	}
-	return keys(secret, v, s, cn)
+	tx, rx, err = keys(secret, v, s, cn)
+	return tx, rx, v, err
 }

@@ -42,6 +42,14 @@
 // are ready, matched to their calls by id. Client and Server are safe for
 // simultaneous use by multiple goroutines.
 //
+// A Client's calls do their own reading and writing: a lone call writes
+// its frame and reads its answer on its own goroutine, with no hand-off; with
+// many in flight, one call at a time reads and hands each answer to its
+// call, and a writer goroutine per connection writes what was queued,
+// batched by opportunity (no timer, no waiting for answers). From version
+// 3 what is written together is sealed together, in as few records as
+// possible (wire.go).
+//
 // The package is internal: nothing outside the module has any use for the
 // wire format.
 package peer

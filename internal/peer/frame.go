@@ -11,21 +11,24 @@ import (
 )
 
 // The frame format. After the handshake (auth.go) both sides exchange
-// frames, each in one record (wire.go), sealed when the cluster has a
-// secret:
+// frames in records (wire.go), sealed when the cluster has a secret:
 //
 //	header: version u8 | type u8 | body length u32 | request id u64   (14 bytes, big endian)
 //	body:   by type, below
 //
 // A request's id comes back on its response; responses may come in any order
 // and many requests may be in flight on one connection. A frame with another
-// version, an unknown type, a body over MaxBody or a body that does not parse
-// closes the connection.
+// version than frameVersion, an unknown type, a body over MaxBody or a body
+// that does not parse closes the connection.
 const (
-	// Version is the highest protocol version this package speaks: the
-	// handshake's and the frames'.
-	Version   = 2
-	headerLen = 14
+	// Version is the highest protocol version this package speaks, which
+	// the handshake settles. Version 3 changed the records (several frames
+	// in one: wire.go), not the frames.
+	Version = 3
+	// frameVersion is the version every frame's header carries: the frames
+	// are those of version 2 in every version since.
+	frameVersion = 2
+	headerLen    = 14
 	// MaxBody is the largest body accepted: a request with a key of
 	// ringlimit.MaxKeyLen bytes, with room to spare.
 	MaxBody = 8 << 10
@@ -133,14 +136,14 @@ func errCode(err error) byte {
 var ErrMalformed = errors.New("peer: malformed frame")
 
 func appendHeader(b []byte, typ byte, id uint64, bodyLen int) []byte {
-	b = append(b, Version, typ)
+	b = append(b, frameVersion, typ)
 	b = binary.BigEndian.AppendUint32(b, uint32(bodyLen))
 	return binary.BigEndian.AppendUint64(b, id)
 }
 
 // parseHeader checks a header and returns its type, id and body length.
 func parseHeader(h []byte) (typ byte, id uint64, n int, err error) {
-	if h[0] != Version {
+	if h[0] != frameVersion {
 		return 0, 0, 0, fmt.Errorf("%w: version %d", ErrMalformed, h[0])
 	}
 	typ, n, id = h[1], int(binary.BigEndian.Uint32(h[2:6])), binary.BigEndian.Uint64(h[6:14])

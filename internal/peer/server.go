@@ -87,8 +87,9 @@ type ServerConfig struct {
 	// MaxInFlightBytes bounds the bytes of one connection's records being
 	// read or served; a record counts from the moment its length is read,
 	// before its body, and a connection over it is not read until its
-	// requests are answered (a lone record always is). If zero, 8 MiB (two
-	// hand-off batches).
+	// requests are answered (a lone record always is). A record of
+	// several frames (version 3) counts whole, and is at most 4 KiB and a
+	// tag. If zero, 8 MiB (two hand-off batches).
 	MaxInFlightBytes int
 	// Logger receives refused and failed connections, summarised: one line
 	// per kind and LogInterval with a count, never one line each. Nil
@@ -96,6 +97,10 @@ type ServerConfig struct {
 	Logger *slog.Logger
 	// LogInterval is the summaries' interval. If zero, 10 s.
 	LogInterval time.Duration
+
+	// version is the highest protocol version served; if zero, Version.
+	// Tests play a node of an earlier release with it.
+	version byte
 }
 
 // Stats are a Server's counters.
@@ -169,6 +174,9 @@ func Serve(ln net.Listener, cfg ServerConfig) *Server {
 	}
 	if cfg.LogInterval <= 0 {
 		cfg.LogInterval = logsum.DefaultInterval
+	}
+	if cfg.version == 0 {
+		cfg.version = Version
 	}
 	secrets := [][]byte{cfg.Secret}
 	if len(cfg.Secret) > 0 {
@@ -340,7 +348,7 @@ func (s *Server) serve(c net.Conn) {
 		s.mu.Unlock()
 		c.Close()
 	}()
-	tx, rx, err := serverHandshake(c, s.secrets, s.cfg.Name, s.cfg.HandshakeTimeout)
+	tx, rx, v, err := serverHandshakeUpTo(c, s.secrets, s.cfg.Name, s.cfg.HandshakeTimeout, s.cfg.version)
 	s.nHandshakes.Add(-1)
 	ip := remoteIP(c)
 	s.mu.Lock()
@@ -363,9 +371,9 @@ func (s *Server) serve(c net.Conn) {
 	}
 	defer s.nConns.Add(-1)
 	sc := &sconn{s: s, nc: c, jobs: make(chan job), done: make(chan struct{}), freed: make(chan struct{}, 1)}
-	sc.wr.seal = tx
+	sc.wr.seal, sc.wr.batch = tx, v >= 3
 	sc.cond.L = &sc.mu
-	sc.rd = reader{c: c, open: rx, bodyTimeout: s.cfg.BodyTimeout,
+	sc.rd = reader{c: c, open: rx, single: v < 3, bodyTimeout: s.cfg.BodyTimeout,
 		idleStep: min(time.Second, s.cfg.IdleTimeout/4), idleTimeout: s.cfg.IdleTimeout,
 		onIdle: func() { sc.wr.release(); s.idleDrops.Add(1) }, admit: sc.admit}
 	sc.run()
@@ -387,7 +395,6 @@ type sconn struct {
 	mu       sync.Mutex // guards inflight
 	cond     sync.Cond
 	inflight int // bytes of the records admitted: being read or served
-	admitted int // the last record's bytes (the reader's)
 }
 
 type job struct {
@@ -416,22 +423,23 @@ func (sc *sconn) run() {
 		}
 		typ, id, body, err := sc.rd.next()
 		sc.active.Store(true)
-		// The record's bytes, counted by admit when its length was read:
-		// the request gives them back when it is answered.
-		size := sc.admitted
-		sc.admitted = 0
+		// The frame's share of its record's bytes, counted by admit when
+		// the record's length was read: the request gives them back when
+		// it is answered.
+		size := sc.rd.size
 		if err != nil {
-			sc.release(size)
+			sc.release(sc.rd.held) // what no request will give back
 			sc.failed(err)
 			return
 		}
 		req, err := parseRequest(typ, body)
 		if err != nil {
-			sc.release(size)
 			if errors.Is(err, ErrMalformed) {
+				sc.release(size + sc.rd.held)
 				sc.failed(err)
 				return
 			}
+			sc.release(size)
 			sc.badCall(id, err) // a bad call in a good frame: answered, the connection carries on
 			continue
 		}
@@ -487,7 +495,6 @@ func (sc *sconn) admit(n int) {
 	}
 	sc.inflight += n
 	sc.mu.Unlock()
-	sc.admitted = n
 	s.pending.Add(int64(n))
 }
 

@@ -192,23 +192,35 @@ type faultConn struct {
 	l        link
 	delay    time.Duration
 	deadline atomic.Value // time.Time: the read deadline
+
+	// Bytes read from the socket whose delay a read deadline cut short:
+	// the next reads return them once their delay has passed (a slow
+	// link loses nothing to a caller's deadline). Reads are one at a time.
+	held  []byte
+	ready time.Time
 }
 
 // Read delays what arrives by the link's latency, honouring the read
-// deadline as a slow network would.
+// deadline as a slow network would: bytes still on their way when it
+// passes are not lost, only late.
 func (c *faultConn) Read(b []byte) (int, error) {
-	n, err := c.Conn.Read(b)
-	if n > 0 && c.delay > 0 {
-		wait := c.delay
-		if dl, ok := c.deadline.Load().(time.Time); ok && !dl.IsZero() {
-			if left := time.Until(dl); left < wait {
-				time.Sleep(max(left, 0)) // the fault being simulated: a slow link
-				return 0, os.ErrDeadlineExceeded
-			}
+	if len(c.held) == 0 {
+		n, err := c.Conn.Read(b)
+		if n == 0 || c.delay <= 0 {
+			return n, err
+		}
+		c.held, c.ready = append(c.held[:0], b[:n]...), time.Now().Add(c.delay)
+	}
+	if wait := time.Until(c.ready); wait > 0 {
+		if dl, ok := c.deadline.Load().(time.Time); ok && !dl.IsZero() && time.Until(dl) < wait {
+			time.Sleep(max(time.Until(dl), 0)) // the fault being simulated: a slow link
+			return 0, os.ErrDeadlineExceeded
 		}
 		time.Sleep(wait) // the fault being simulated: a slow link
 	}
-	return n, err
+	n := copy(b, c.held)
+	c.held = c.held[n:]
+	return n, nil
 }
 
 func (c *faultConn) SetDeadline(t time.Time) error {
