@@ -141,6 +141,21 @@ var nodeFamilies = []family{
 		prometheus.CounterValue, func(s *snapshot) uint64 { return s.Loads }),
 	one("ringlimit_store_load_failures_total", "Store lookups on gaining ownership that the store did not answer.",
 		prometheus.CounterValue, func(s *snapshot) uint64 { return s.LoadFailures }),
+	{name: "ringlimit_leases_total", help: "Hot keys' leases: granted, given by this node as a key's holder; returned, whose unused hits came back to it; expired, held by this node and run out of time.",
+		typ: prometheus.CounterValue, label: "event", series: []series{
+			{"granted", func(s *snapshot) uint64 { return s.Leases.Granted }},
+			{"returned", func(s *snapshot) uint64 { return s.Leases.Returned }},
+			{"expired", func(s *snapshot) uint64 { return s.Leases.Expired }},
+		}},
+	one("ringlimit_lease_recalls_total", "Denials that recalled a key's leases first (their unused hits came back before the key denied).",
+		prometheus.CounterValue, func(s *snapshot) uint64 { return s.Leases.Recalls }),
+	one("ringlimit_lease_decisions_total", "Calls this node decided from a lease of a key another member holds (counted as Source local in ringlimit_decisions_total).",
+		prometheus.CounterValue, func(s *snapshot) uint64 { return s.Leases.Decisions }),
+	{name: "ringlimit_leases", help: "Leases now: held, of other members' keys; lent, keys this node has lent leases of.",
+		typ: prometheus.GaugeValue, label: "side", series: []series{
+			{"held", func(s *snapshot) uint64 { return uint64(s.Leases.Held) }},
+			{"lent", func(s *snapshot) uint64 { return uint64(s.Leases.Lent) }},
+		}},
 }
 
 var resultNames = [...]string{node.ResultAllowed: "allowed", node.ResultDenied: "denied", node.ResultShadowDenied: "shadow_denied"}
