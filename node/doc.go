@@ -50,6 +50,11 @@
 //	            from the store with its claim, the messages peers send
 //	            (serveHold), Close's hand-off.
 //	holdwire.go the hand-off messages on the peer link.
+//	wait.go     WaitN: the key's holder reserves a waiter's turn, as a
+//	            call is decided (waitwire.go: its messages).
+//	lease.go    hot keys' leases: a borrower decides from a slice of the
+//	            key's allowance its holder took from the state up front;
+//	            the holder recalls them before it denies (leasewire.go).
 //	moves.go    what a push after a ring change visits: the arcs this node
 //	            lost (ring.Moved) and the stray keys, so that a change costs
 //	            what it moves, not a scan of every key.
