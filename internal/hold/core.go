@@ -180,6 +180,7 @@ const (
 	bugPullTwice                  // a pull is answered with the state, and the state stays
 	bugSkipLoad                   // an unreachable source is given up without the store load
 	bugSkipWindow                 // a ring change leaves no source: new owners decide at once
+	bugLeaseTwice                 // (the simulator's shell) a lease's unused hits come back twice
 )
 
 // New returns the core of the node named self, alone in its ring.

@@ -102,7 +102,9 @@
 // simulator in this package's tests drives the core with the real local
 // store through seeded schedules of delays, drops, cuts (one-way and both
 // ways), pauses, false deaths, crashes with restarts, joins, leaves and
-// rolling restarts (a leave, then the same name again), and
+// rolling restarts (a leave, then the same name again), with node's leases
+// of hot keys (granted from the holder's state, decided from, given back,
+// recalled on a denial, stranded by a crash), and
 // checks that every key admits no more than one exact limiter given the same
 // calls (plus the bound for each episode above), and that every call is
 // answered. Replay a schedule with

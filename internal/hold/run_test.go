@@ -21,6 +21,7 @@ var (
 // result is what one schedule found.
 type result struct {
 	calls      int
+	leased     int    // of them, decided from a lease
 	resolved   uint64 // ring changes resolved by Done
 	slowest    int64  // µs, the longest a call waited for its answer
 	violations []string
@@ -189,7 +190,7 @@ func popEvent(s *sim) *event { return heapPop(&s.q) }
 
 // check applies the invariant and liveness to a finished schedule.
 func (s *sim) check() result {
-	var r result
+	r := result{leased: s.leased}
 	for _, n := range s.nodes {
 		r.resolved += n.core.Resolved
 	}
@@ -249,11 +250,12 @@ func TestSimulation(t *testing.T) {
 		n = 2000
 	}
 	start := time.Now()
-	calls, violations, slowest, resolved := 0, 0, int64(0), uint64(0)
+	calls, violations, slowest, resolved, leased := 0, 0, int64(0), uint64(0), 0
 	report := t.Errorf
 	for seed := *simFirst; seed < *simFirst+uint64(n); seed++ {
 		s, r := runSchedule(seed, 0, *simKinds, false)
 		calls += r.calls
+		leased += r.leased
 		resolved += r.resolved
 		slowest = max(slowest, r.slowest)
 		if len(r.violations) > 0 {
@@ -267,7 +269,10 @@ func TestSimulation(t *testing.T) {
 		}
 	}
 	t.Logf("simulation: %d schedules, %d calls, %d violations (%v)", n, calls, violations, time.Since(start).Round(time.Millisecond))
-	t.Logf("ring changes resolved by Done: %d", resolved)
+	t.Logf("ring changes resolved by Done: %d; calls decided from leases: %d", resolved, leased)
+	if leased == 0 {
+		t.Errorf("no call was decided from a lease: the simulation does not cover them")
+	}
 	if resolved == 0 {
 		t.Errorf("no ring change was ever resolved by the members' Done: the protocol's Done is dead code")
 	}
@@ -290,6 +295,7 @@ func TestSimulationMutations(t *testing.T) {
 		{"a pull answered twice", bugPullTwice},
 		{"the store load skipped", bugSkipLoad},
 		{"the hand-off window skipped", bugSkipWindow},
+		{"a lease's unused hits given back twice", bugLeaseTwice},
 	} {
 		found := uint64(0)
 		for seed := uint64(1); seed <= n && found == 0; seed++ {

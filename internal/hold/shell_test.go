@@ -105,6 +105,7 @@ func (s *sim) push(n *snode, to string, items []pushed, try int) {
 					if !n.lim.Has(it.key) {
 						n.lim.Import(it.key, *st)
 						n.vers[it.key] = ver
+						n.leases.arrived[it.key] = s.now
 					}
 					s.release(n, it.key, false)
 					key := it.key
@@ -224,6 +225,9 @@ func (s *sim) route(n *snode, c *scall, via string) {
 		return
 	}
 	h, has := ring.Hash(c.key), n.lim.Has(c.key)
+	if via == "" && !has && s.fromLease(n, c) {
+		return
+	}
 	peekTo, peekOK := n.core.Peek(c.key, h)
 	a := n.core.Call(Call{Key: c.key, Hash: h, Has: has, Via: via, Now: s.nodeNow(n)})
 	s.logf("%s call %d %s via %q: %s %s", n.name, c.id, c.key, via, a.Kind, a.To)
@@ -236,6 +240,7 @@ func (s *sim) route(n *snode, c *scall, via string) {
 		s.finish(c, s.decide(n, c))
 	case Forward:
 		s.forward(n, c, a.To, "")
+		s.askLease(n, c.key, a.To)
 	case Pull, Wait:
 		n.waiting[c.key] = append(n.waiting[c.key], c)
 		if a.Kind == Pull {
@@ -275,6 +280,7 @@ func (s *sim) install(n *snode, key string, st ringlimit.State, ver Version) {
 	}
 	n.lim.Import(key, st)
 	n.vers[key] = ver
+	n.leases.arrived[key] = s.now
 }
 
 func (s *sim) decide(n *snode, c *scall) ringlimit.Decision {
@@ -287,6 +293,9 @@ func (s *sim) decide(n *snode, c *scall) ringlimit.Decision {
 		panic(err)
 	}
 	n.served[c.id] = d
+	if !d.Allowed && len(n.leases.lent[c.key]) > 0 {
+		s.recall(n, c.key)
+	}
 	if d.Allowed {
 		s.admitted[c.key]++
 		if n.vers[c.key].Epoch == 0 {
@@ -572,6 +581,7 @@ func (s *sim) load(n *snode, key string, cleared []string) {
 		}
 		if st, ok := s.store.lim.Export(key); ok && !n.lim.Has(key) {
 			n.lim.Import(key, st)
+			n.leases.arrived[key] = s.now
 			// A load starts a branch of its own: two nodes that load one
 			// key apart merge when they meet (counting the snapshot
 			// twice: they admit less, never more).

@@ -27,7 +27,8 @@ import (
 // joins; graceful leaves, half of them a rolling restart's (the name starts
 // again once the leaver stops), their news reaching the views up to 250 ms
 // late; a write-behind store with versioned (compare-and-set) writes; clock
-// skew; bursts of calls around each fault. A node's timeouts do not count
+// skew; bursts of calls around each fault; node's leases of hot keys
+// (lease_test.go). A node's timeouts do not count
 // the time it was paused itself (node's follow its own lag).
 //
 // The invariant: for every key, the hits admitted are at most what one
@@ -93,6 +94,7 @@ type sim struct {
 	keys    []string
 
 	admitted    map[string]int64
+	leased      int // calls decided from leases
 	episodes    map[string]int64
 	calls       []*scall
 	msgs        int
@@ -130,6 +132,7 @@ type snode struct {
 	leavers  map[string]int      // members that refused a push as leavers, in that incarnation
 	waiting  map[string][]*scall // calls parked on a pull
 	faulted  map[string]faulted  // by key: the pulls of one member in a row that a fault timed out
+	leases   simLeases           // leases held and lent (lease_test.go)
 	served   map[uint64]ringlimit.Decision
 	pushes   int // unconfirmed push batches
 	pushFail bool
@@ -488,6 +491,7 @@ func (s *sim) start(name string) *snode {
 	n.view, n.gossip, n.leavers = nil, nil, nil
 	n.waiting = map[string][]*scall{}
 	n.faulted = map[string]faulted{}
+	n.leases.reset()
 	n.served = map[uint64]ringlimit.Decision{}
 	n.pushes, n.sentDone, n.pushFail = 0, 0, false
 	nv := s.newRing([]string{name})
@@ -532,6 +536,10 @@ func (s *sim) leave(name string, restart bool) {
 		return
 	}
 	s.logf("%s leaves", name)
+	for key, b := range n.leases.held { // (node's Close gives its leases back first)
+		delete(n.leases.held, key)
+		s.giveBack(n, key, b)
+	}
 	n.core.Leave(s.newRing(without(n.view, name)))
 	s.pushAll(n)
 	inc := n.inc
