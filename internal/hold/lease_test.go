@@ -165,10 +165,11 @@ func (s *sim) takeBack(t *snode, key string, id uint64, left int64) {
 	if !ok {
 		return
 	}
-	if s.cfg.bugs&bugLeaseTwice == 0 {
-		delete(t.leases.lent[key], id)
-	}
+	delete(t.leases.lent[key], id)
 	if left > 0 && t.lim.Has(key) {
+		if s.cfg.bugs&bugLeaseTwice != 0 {
+			t.lim.Return(time.UnixMilli(s.nodeNow(t)), key, s.rules[key], min(left, g.n), time.UnixMilli(g.took))
+		}
 		t.lim.Return(time.UnixMilli(s.nodeNow(t)), key, s.rules[key], min(left, g.n), time.UnixMilli(g.took))
 		s.logf("%s takes back %d of %s (lease %d)", t.name, min(left, g.n), key, id)
 	}
