@@ -429,6 +429,9 @@ func (sc *sconn) run() {
 		size := sc.rd.size
 		if err != nil {
 			sc.release(sc.rd.held) // what no request will give back
+			// Closed before it is counted: a client that sees the count
+			// (a test) finds the connection closed on its next call.
+			sc.nc.Close()
 			sc.failed(err)
 			return
 		}
