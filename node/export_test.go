@@ -39,3 +39,7 @@ func Install(n *Node, key string, st memstore.State) {
 // Holds reports whether n's local store holds a state of key that still
 // matters.
 func Holds(n *Node, key string) bool { return n.local.Has(key) }
+
+// OnRecallAnswered makes n run f (with what the lease had left) before it
+// answers a recall of a lease it held: a slow answer, in tests.
+func OnRecallAnswered(n *Node, f func(left int64)) { n.recallAnswered = f }

@@ -618,9 +618,10 @@ func (n *Node) recallLeases(key string, revoke bool) bool {
 		last = max(last, g.until)
 	}
 	deadline := time.UnixMilli(last)
+	var out bool
 	for {
 		ls.lentMu.Lock()
-		out := false
+		out = false
 		if l := ls.lent[key]; l != nil {
 			for _, id := range ids {
 				if _, ok := l.grants[id]; ok {
@@ -642,7 +643,10 @@ func (n *Node) recallLeases(key string, revoke bool) bool {
 		}
 		t.Stop()
 	}
-	return back.Load()
+	// Every grant recalled left the ledger: given back on a message of its
+	// own (a recall answer this node gave up waiting for), or spent. Decide
+	// again: at worst it is denied again, with nothing left to recall.
+	return back.Load() || !out
 }
 
 // woke is called under lentMu when a grant leaves a ledger.
@@ -735,10 +739,38 @@ func (n *Node) serveLease(items []peer.Item) peer.Result {
 		a := leaseAnswer{n: left}
 		if held {
 			a.id = m.id // (0: not here yet; it goes back when it comes)
+			if m.kind == leaseRecall && left > 0 {
+				// The answer carries what was left, but a recall that
+				// timed out at the holder never reads it: said again on a
+				// message of its own, the hits are not lost. The holder
+				// takes a grant back once (by its id), whichever comes
+				// first.
+				b := &borrowed{rule: m.rule, from: m.from, id: m.id}
+				b.left.Store(left)
+				n.inBackground(func() { n.giveBack(m.key, b) })
+			}
+			if h := n.recallAnswered; h != nil {
+				h(left) // tests: an answer that is late
+			}
 		}
 		return peer.Result{State: appendLeaseAnswer(nil, a)}
 	}
 	return peer.Result{}
+}
+
+// inBackground runs f on a goroutine of the node's, unless the node is
+// closing.
+func (n *Node) inBackground(f func()) {
+	n.bgMu.Lock()
+	defer n.bgMu.Unlock()
+	if n.bgOff {
+		return
+	}
+	n.bg.Add(1)
+	go func() {
+		defer n.bg.Done()
+		f()
+	}()
 }
 
 // returnLeases gives back every lease this node holds (Close).

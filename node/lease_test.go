@@ -210,3 +210,57 @@ func TestCrashedBorrowerStrandsItsLease(t *testing.T) {
 		t.Fatalf("admitted %d, want 20,000 less at most its crashed borrower's lease (200)", got)
 	}
 }
+
+// A recall whose answer comes later than the owner waits for it loses
+// nothing: the borrower gives what it had left back on a message of its
+// own too, and the key admits exactly its capacity. (Found by
+// TestExactAcrossTheCluster under load: 995 of 1,000, a recall that timed
+// out having taken the borrower's 5 with it.)
+func TestLateRecallAnswerLosesNothing(t *testing.T) {
+	clk := testclock.New(time.Now())
+	c := nodetest.Start(t, 2, func(cfg *node.Config) {
+		cfg.Clock = clk
+		cfg.ForwardTimeout = 5 * time.Second
+	})
+	rule := ringlimit.Rule{Algorithm: ringlimit.TokenBucket, Limit: 20_000, Window: time.Hour}
+	const key = "recall-late"
+	var owner, borrower *node.Node
+	for _, nd := range c.Nodes {
+		if nd.Name() == c.Nodes[0].Owner(key) {
+			owner = nd
+		} else {
+			borrower = nd
+		}
+	}
+	// The borrower answers the owner's recall only once the owner has
+	// given up on it (a recall waits a second) and denied: the answer of a
+	// peer that is slow.
+	var leftAt atomic.Int64
+	leftAt.Store(-1)
+	release := make(chan struct{})
+	node.OnRecallAnswered(borrower, func(left int64) {
+		leftAt.Store(left)
+		<-release
+	})
+	// One caller on the borrower, until a lease is there: it has nearly
+	// all of it left.
+	var before int64
+	for deadline := time.Now().Add(20 * time.Second); borrower.Stats().Leases.Held == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("no lease within 20 s")
+		}
+		if d, err := borrower.Allow(ctx, key, rule); err == nil && d.Allowed {
+			before++
+		}
+	}
+	after, _ := hitUntilDenied(t, []*node.Node{owner}, 1, key, rule, false)
+	close(release)
+	st := owner.Stats().Leases
+	t.Logf("admitted %d while leasing and %d at the owner; the owner's leases: %+v", before, after, st)
+	if st.Recalls == 0 || leftAt.Load() <= 0 {
+		t.Fatalf("recalls %d, the borrower had %d left: the test did not exercise a recall of what was left", st.Recalls, leftAt.Load())
+	}
+	if got := before + after; got != 20_000 {
+		t.Fatalf("admitted %d, want the capacity, 20,000", got)
+	}
+}

@@ -61,10 +61,13 @@ type Node struct {
 	bgMu       sync.Mutex     // orders starting pulls with Close
 	bg         sync.WaitGroup // the pulls in flight
 	bgOff      bool           // closing: no new pull goroutine
-	ready      atomic.Bool    // latched by Ready
-	goneMu     sync.Mutex
-	gone       map[string]time.Time // members a hand-off message found gone lately (recentlyGone)
-	tracing    bool                 // the hand-off trace is on (trace.go)
+	// recallAnswered, if set (tests), runs before this node answers a
+	// recall of a lease it held, with what the lease had left.
+	recallAnswered func(left int64)
+	ready          atomic.Bool // latched by Ready
+	goneMu         sync.Mutex
+	gone           map[string]time.Time // members a hand-off message found gone lately (recentlyGone)
+	tracing        bool                 // the hand-off trace is on (trace.go)
 
 	leases leases // hot keys' leases, held and lent (lease.go)
 }

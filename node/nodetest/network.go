@@ -147,6 +147,14 @@ func (nw *Network) Drop(from, to string) {
 	}
 }
 
+// Restore undoes Drop on the link from → to, keeping any delay (Heal
+// restores every link and ends every delay).
+func (nw *Network) Restore(from, to string) {
+	nw.mu.Lock()
+	delete(nw.cut, link{from, to})
+	nw.mu.Unlock()
+}
+
 // Delay adds d of latency to the answers on the peer link from → to, for
 // connections dialled from now on.
 func (nw *Network) Delay(from, to string, d time.Duration) {
