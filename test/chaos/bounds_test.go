@@ -1,6 +1,10 @@
 package chaos
 
-import "time"
+import (
+	"time"
+
+	"github.com/ringlimit/ringlimit/failover"
+)
 
 // The bounds the scenarios assert, in one place: chaoskit.KeyBound and
 // chaoskit.CutOffBound (see chaoskit's bounds.go for why they hold: a
@@ -28,5 +32,13 @@ func partitionSideBound(limit int) int { return limit }
 // machine running five node processes, the store and a -race harness.
 const callMargin = 250 * time.Millisecond
 
-// maxCallLatency is the longest any call to a node that stayed up may take.
-const maxCallLatency = forwardTimeout + storeTimeout + callMargin
+// maxCallLatency is the longest any call to a node that stayed up may take:
+// the worst the library allows, each tier's ceiling plus the time it waits
+// beyond it for the time its node spent descheduled during the call
+// (failover.StallCredit: 100 ms at a 50 ms ceiling; a node under -race on a
+// loaded host is descheduled that long now and then), and the margin.
+var maxCallLatency = tierWorst(forwardTimeout) + tierWorst(storeTimeout) + callMargin
+
+// tierWorst is the longest a call waits on one tier whose ceiling is
+// timeout.
+func tierWorst(timeout time.Duration) time.Duration { return timeout + failover.StallCredit(timeout) }

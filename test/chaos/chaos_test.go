@@ -141,7 +141,7 @@ func (ru *run) finish(victims, survivors []int, bound func(key string) int, allo
 	all := r.Report(t, res, ru.from, ru.to)
 	if r.Max > maxCallLatency {
 		n := len(all) - sort(all, maxCallLatency)
-		t.Errorf("%d calls took longer than %s (forward %s + store %s + margin %s); the slowest %s",
+		t.Errorf("%d calls took longer than %s (forward %s + store %s, each with its stall credit, + margin %s); the slowest %s",
 			n, maxCallLatency, forwardTimeout, storeTimeout, callMargin, r.Max)
 	}
 
