@@ -202,6 +202,9 @@ func buildNodeImage(t testing.TB, pkg, dir, tag string) {
 	cmd := exec.Command("go", "build", "-o", filepath.Join(out, "chaosnode"), pkg)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if dir != "" {
+		cmd.Env = append(cmd.Env, "GOWORK=off") // another tree: its own go.mod only
+	}
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build chaosnode (%s): %v\n%s", tag, err, b)
 	}

@@ -163,13 +163,13 @@ func (c *cluster) drops() map[string]int {
 }
 
 // retire keeps what node i's container saw of drops (see drops) before
-// the scenario removes it: its log goes with it.
-func (c *cluster) retire(i int) {
+// the scenario removes it: its log goes with it. It returns the log.
+func (c *cluster) retire(i int) string {
 	c.T.Helper()
 	out, err := docker("logs", c.cnodes[i].ctr.Load().name)
 	if err != nil {
 		c.T.Errorf("logs of %s: %v", c.cnodes[i].Name(), err)
-		return
+		return ""
 	}
 	if c.retired == nil {
 		c.retired = map[string]int{}
@@ -177,6 +177,7 @@ func (c *cluster) retire(i int) {
 	for name, k := range countDrops(out) {
 		c.retired[name] = max(c.retired[name], k)
 	}
+	return out
 }
 
 // countDrops counts, in a node's log, the "node: membership changed"

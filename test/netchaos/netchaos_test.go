@@ -47,6 +47,7 @@ func TestNetChaos(t *testing.T) {
 		{"store-pause", func(t *testing.T, im images) row { return storeFault(t, im, hold, false) }},
 		{"store-kill", func(t *testing.T, im images) row { return storeFault(t, im, hold, true) }},
 		{"CPU throttling", func(t *testing.T, im images) row { return throttle(t, im, hold) }},
+		{"upgrade", func(t *testing.T, im images) row { return upgrade(t, im, hold) }},
 	}
 	skews := []scenario{
 		{"skew-steady", skewSteady},
