@@ -30,6 +30,7 @@ type cnode struct {
 	*chaoskit.Node
 	addr   string        // the address it has or will have (others join it there)
 	offset time.Duration // its clock's offset (-clock-offset)
+	image  string        // the image it runs; if empty, the cluster's node image
 	ctr    atomic.Pointer[container]
 }
 
@@ -46,6 +47,9 @@ type cluster struct {
 	cnodes []*cnode
 	runs   int    // containers started, for unique names
 	limits limits // every node container's
+	// retired is, for each node, the most times one container removed
+	// before the end dropped it (see retire): drops counts them too.
+	retired map[string]int
 }
 
 // limits is how a cluster's node containers run: under a CFS CPU quota or
@@ -116,7 +120,11 @@ func (c *cluster) start(i int) {
 	if c.limits.cpus != "" {
 		flags = []string{"--cpus", c.limits.cpus}
 	}
-	ctr := runContainer(c.T, c.nw, name, p.addr, flags, []string{"CHAOSNODE_SECRET=" + c.secret}, c.im.node,
+	image := p.image
+	if image == "" {
+		image = c.im.node
+	}
+	ctr := runContainer(c.T, c.nw, name, p.addr, flags, []string{"CHAOSNODE_SECRET=" + c.secret}, image,
 		"-name", p.Name(), "-gossip", "0.0.0.0:"+gossipPort, "-rpc", "0.0.0.0:"+rpcPort, "-http", "0.0.0.0:"+httpPort,
 		"-join", strings.Join(join, ","), "-valkey", c.storeAddr(),
 		"-forward-timeout", c.limits.forward.String(), "-store-timeout", c.limits.store.String(),

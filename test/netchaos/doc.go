@@ -10,9 +10,12 @@
 // whose packets ./nfdelay accepts a fixed time after they came (this
 // kernel has no sch_netem for tc), and CFS CPU quotas (docker run --cpus,
 // and a busy loop moved into one node container's CPU cgroup) for the CPU
-// throttling scenario: slow is not dead. It also holds the clock-skew tests, in
-// process (node/nodetest with Config.Clock) and in containers (chaosnode's
-// -clock-offset). Each scenario prints one row of test/chaos's table; see
+// throttling scenario: slow is not dead. The upgrade scenario rolls the
+// cluster from an older release (commit 8ee53e9, extracted from the
+// clone's history and built the same way) to the tree under test and one
+// node back, under load; it skips, saying why, without git or that
+// commit. It also holds the clock-skew tests, in process (node/nodetest
+// with Config.Clock) and in containers (chaosnode's -clock-offset). Each scenario prints one row of test/chaos's table; see
 // RESULTS.md. And it holds the CPU quota tests, which need no Docker: the
 // demo cluster at a quarter of one CPU (TestDemoQuarterCPU) and a rolling
 // restart in process at half a CPU (TestRollingRestartHalfCPU), each in a

@@ -140,21 +140,13 @@ func buildImages(t *testing.T) images {
 	tag := ":p" + strconv.Itoa(os.Getpid())
 	im := images{node: "ringlimit-netchaos-node" + tag, store: "ringlimit-netchaos-store" + tag}
 
-	dir := t.TempDir()
-	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "chaosnode"), "../chaos/chaosnode")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build chaosnode: %v\n%s", err, out)
-	}
+	buildNodeImage(t, "../chaos/chaosnode", "", im.node)
 	im.nfdelay = filepath.Join(t.TempDir(), "nfdelay")
-	cmd = exec.Command("go", "build", "-o", im.nfdelay, "./nfdelay")
+	cmd := exec.Command("go", "build", "-o", im.nfdelay, "./nfdelay")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build nfdelay: %v\n%s", err, out)
 	}
-	writeFile(t, filepath.Join(dir, "Dockerfile"), "FROM scratch\nCOPY chaosnode /chaosnode\nENTRYPOINT [\"/chaosnode\"]\n")
-	t.Cleanup(func() { _, _ = docker("rmi", "-f", im.node) })
-	mustDocker(t, append(append([]string{"build", "-q", "-t", im.node}, labels()...), dir)...)
 
 	bin := valkeytest.Binary()
 	if bin == "" {
@@ -198,6 +190,27 @@ func buildImages(t *testing.T) images {
 	t.Cleanup(func() { _, _ = docker("rmi", "-f", im.store) })
 	mustDocker(t, append(append([]string{"build", "-q", "-t", im.store}, labels()...), sdir)...)
 	return im
+}
+
+// buildNodeImage builds chaosnode static (CGO_ENABLED=0) from the package
+// pkg, a path relative to dir (the go command's working directory; "": this
+// package's), into an image FROM scratch tagged tag, and removes the image
+// when the test ends.
+func buildNodeImage(t testing.TB, pkg, dir, tag string) {
+	t.Helper()
+	out := t.TempDir()
+	cmd := exec.Command("go", "build", "-o", filepath.Join(out, "chaosnode"), pkg)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if dir != "" {
+		cmd.Env = append(cmd.Env, "GOWORK=off") // another tree: its own go.mod only
+	}
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build chaosnode (%s): %v\n%s", tag, err, b)
+	}
+	writeFile(t, filepath.Join(out, "Dockerfile"), "FROM scratch\nCOPY chaosnode /chaosnode\nENTRYPOINT [\"/chaosnode\"]\n")
+	t.Cleanup(func() { _, _ = docker("rmi", "-f", tag) })
+	mustDocker(t, append(append([]string{"build", "-q", "-t", tag}, labels()...), out)...)
 }
 
 func writeFile(t testing.TB, path, s string) {

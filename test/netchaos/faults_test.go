@@ -3,6 +3,7 @@ package netchaos
 import (
 	"bufio"
 	"fmt"
+	"maps"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -144,7 +145,10 @@ func (c *cluster) delay(v int, d time.Duration, nfdelay string) func() {
 // it from its ring (see countDrops): each time its keys' next owner drops
 // it, that node takes its keys over again, loading them from the store.
 func (c *cluster) drops() map[string]int {
-	most := map[string]int{}
+	most := maps.Clone(c.retired)
+	if most == nil {
+		most = map[string]int{}
+	}
 	for _, p := range c.cnodes {
 		out, err := docker("logs", p.ctr.Load().name)
 		if err != nil {
@@ -156,6 +160,24 @@ func (c *cluster) drops() map[string]int {
 		}
 	}
 	return most
+}
+
+// retire keeps what node i's container saw of drops (see drops) before
+// the scenario removes it: its log goes with it. It returns the log.
+func (c *cluster) retire(i int) string {
+	c.T.Helper()
+	out, err := docker("logs", c.cnodes[i].ctr.Load().name)
+	if err != nil {
+		c.T.Errorf("logs of %s: %v", c.cnodes[i].Name(), err)
+		return ""
+	}
+	if c.retired == nil {
+		c.retired = map[string]int{}
+	}
+	for name, k := range countDrops(out) {
+		c.retired[name] = max(c.retired[name], k)
+	}
+	return out
 }
 
 // countDrops counts, in a node's log, the "node: membership changed"
