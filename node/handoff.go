@@ -330,9 +330,11 @@ func (n *Node) maybeDone(vid uint64) {
 	for _, m := range to {
 		res, err := n.holdCall(m, &holdMsg{kind: holdDone, from: n.name, viewID: id}, 0)
 		// A member that has not seen the view yet keeps no Done for it
-		// (it answers 0; one of the release before answers nothing): it
-		// is told again on the node's next tick (retryDone).
-		if known := err == nil && (len(res.State) == 0 || res.State[0] == 1); !known {
+		// (it answers 0): it is told again on the node's next tick
+		// (retryDone). One of the release before answers nothing, kept or
+		// not: it is told again too, until the hand-off window ends (a
+		// Done said twice is harmless).
+		if !doneKept(res, err) {
 			ok = false
 			continue
 		}
@@ -352,6 +354,13 @@ func (n *Node) maybeDone(vid uint64) {
 		}
 		o.mu.Unlock()
 	}
+}
+
+// doneKept reports whether a member's answer to Done says it kept it: 1.
+// 0 is a member that has not seen the view yet; an empty answer one of the
+// release before, which does not say.
+func doneKept(res peer.Result, err error) bool {
+	return err == nil && len(res.State) > 0 && res.State[0] == 1
 }
 
 // retryDone kicks the push loop, on the node's ticker, while this node's

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"errors"
 	"reflect"
 	"testing"
 
@@ -111,4 +112,24 @@ func itemValue(r *peer.Request, i int) []byte {
 		return r.States[i].Value
 	}
 	return nil
+}
+
+// A Done is kept only where the member says so: one of the release before
+// answers nothing, and is told again (it may not have seen the view: the
+// upgrade scenario of test/netchaos left its changes unresolved).
+func TestDoneKeptOnlyWhenSaid(t *testing.T) {
+	for _, tc := range []struct {
+		res  peer.Result
+		err  error
+		kept bool
+	}{
+		{peer.Result{State: []byte{1}}, nil, true},
+		{peer.Result{State: []byte{0}}, nil, false},
+		{peer.Result{}, nil, false},
+		{peer.Result{State: []byte{1}}, errors.New("timeout"), false},
+	} {
+		if got := doneKept(tc.res, tc.err); got != tc.kept {
+			t.Errorf("doneKept(%v, %v) = %v, want %v", tc.res.State, tc.err, got, tc.kept)
+		}
+	}
 }
