@@ -57,6 +57,7 @@ type cluster struct {
 type limits struct {
 	cpus           string        // docker run --cpus ("": no quota)
 	forward, store time.Duration // -forward-timeout, -store-timeout
+	lan            bool          // -lan: node.GossipLAN, the default preset (else GossipFast)
 }
 
 // suiteLimits are every scenario's but CPU throttling's: no quota, the
@@ -124,11 +125,14 @@ func (c *cluster) start(i int) {
 	if image == "" {
 		image = c.im.node
 	}
-	ctr := runContainer(c.T, c.nw, name, p.addr, flags, []string{"CHAOSNODE_SECRET=" + c.secret}, image,
-		"-name", p.Name(), "-gossip", "0.0.0.0:"+gossipPort, "-rpc", "0.0.0.0:"+rpcPort, "-http", "0.0.0.0:"+httpPort,
+	args := []string{"-name", p.Name(), "-gossip", "0.0.0.0:" + gossipPort, "-rpc", "0.0.0.0:" + rpcPort, "-http", "0.0.0.0:" + httpPort,
 		"-join", strings.Join(join, ","), "-valkey", c.storeAddr(),
 		"-forward-timeout", c.limits.forward.String(), "-store-timeout", c.limits.store.String(),
-		"-clock-offset", p.offset.String(), "-v")
+		"-clock-offset", p.offset.String(), "-v"}
+	if c.limits.lan {
+		args = append(args, "-lan")
+	}
+	ctr := runContainer(c.T, c.nw, name, p.addr, flags, []string{"CHAOSNODE_SECRET=" + c.secret}, image, args...)
 	p.ctr.Store(ctr)
 	p.SetAddr(ctr.ip + ":" + httpPort)
 	c.waitHealthy(i)

@@ -69,6 +69,7 @@ func run() error {
 		verbose  = flag.Bool("v", false, "log the node's events to stderr")
 		trace    = flag.Bool("trace", false, "with -v, log the node's hand-off steps too (Debug level)")
 		offset   = flag.Duration("clock-offset", 0, "run the node's clock this far ahead of the system's (negative: behind)")
+		lan      = flag.Bool("lan", false, "gossip with node.GossipLAN's timings (the default preset) instead of GossipFast's")
 	)
 	flag.Parse()
 	if *name == "" || *gossip == "" || *rpc == "" || *httpAddr == "" {
@@ -102,6 +103,9 @@ func run() error {
 	}
 	if *offset != 0 {
 		cfg.Clock = offsetClock(*offset)
+	}
+	if *lan {
+		cfg.Gossip = node.GossipLAN
 	}
 	if *join != "" {
 		cfg.Join = strings.Split(*join, ",")
