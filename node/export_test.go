@@ -1,6 +1,7 @@
 package node
 
 import (
+	"github.com/ringlimit/ringlimit"
 	"github.com/ringlimit/ringlimit/internal/hold"
 	"github.com/ringlimit/ringlimit/internal/memstore"
 	"github.com/ringlimit/ringlimit/ring"
@@ -43,3 +44,24 @@ func Holds(n *Node, key string) bool { return n.local.Has(key) }
 // OnRecallAnswered makes n run f (with what the lease had left) before it
 // answers a recall of a lease it held: a slow answer, in tests.
 func OnRecallAnswered(n *Node, f func(left int64)) { n.recallAnswered = f }
+
+// HeldLease reports the lease of key that n holds: the member that granted
+// it, its id there and what it has left.
+func HeldLease(n *Node, key string) (from string, id uint64, left int64, ok bool) {
+	n.leases.mu.RLock()
+	defer n.leases.mu.RUnlock()
+	b := n.leases.held[key]
+	if b == nil {
+		return "", 0, 0, false
+	}
+	return b.from, b.id, b.left.Load(), true
+}
+
+// GiveBack makes n give left hits of key's lease id back to the member
+// from, whether n holds that lease or not: a give-back that comes late, or
+// names a grant that is not n's, in tests.
+func GiveBack(n *Node, key string, rule ringlimit.Rule, from string, id uint64, left int64) {
+	b := &borrowed{rule: rule, from: from, id: id}
+	b.left.Store(left)
+	n.giveBack(key, b)
+}

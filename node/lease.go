@@ -65,6 +65,11 @@ type leases struct {
 	lentMu sync.Mutex
 	lent   map[string]*ledger
 	nlent  atomic.Int64 // len(lent)
+	// nextID is the last grant's id. It starts at the node's start instant
+	// in nanoseconds, so a restarted node's grants never take the ids of its
+	// earlier incarnation's (whose borrowers may still give them back or
+	// answer their recall): that would need more grants than nanoseconds
+	// between the two starts.
 	nextID uint64
 	// fresh holds the keys whose state came here from elsewhere (a push, a
 	// pull's answer, a load) in the last leaseTTL, and when: they are not
@@ -127,7 +132,9 @@ func (ls *leases) init() {
 	ls.fresh = map[string]int64{}
 	ls.recalled = map[recallKey]int64{}
 	ls.wake = make(chan struct{})
-	ls.freshAll = time.Now().UnixMilli() // (a new node waits leaseTTL: an earlier one under its name may have leased)
+	start := time.Now()
+	ls.freshAll = start.UnixMilli() // (a new node waits leaseTTL: an earlier one under its name may have leased)
+	ls.nextID = uint64(start.UnixNano())
 }
 
 // maxFresh bounds the keys arrived remembers.
@@ -512,7 +519,7 @@ func (n *Node) grantLease(m *leaseMsg) leaseAnswer {
 
 // takeBack records a lease's unused hits coming back (given back by its
 // borrower, or answered to a recall) and returns them to the key's state.
-func (n *Node) takeBack(key string, rule ringlimit.Rule, id uint64, left int64) bool {
+func (n *Node) takeBack(from, key string, rule ringlimit.Rule, id uint64, left int64) bool {
 	ls := &n.leases
 	ls.lentMu.Lock()
 	l := ls.lent[key]
@@ -521,7 +528,9 @@ func (n *Node) takeBack(key string, rule ringlimit.Rule, id uint64, left int64) 
 	ok := false
 	if l != nil {
 		lrule = l.rule
-		if g, ok = l.grants[id]; ok {
+		if g, ok = l.grants[id]; ok && g.to != from {
+			ok = false // a grant made to another member: not this one's to give back
+		} else if ok {
 			delete(l.grants, id)
 			ls.woke()
 		}
@@ -601,7 +610,7 @@ func (n *Node) recallLeases(key string, revoke bool) bool {
 			if err != nil || a.id != ids[i] {
 				return // not there yet (it comes back as it arrives), or an answer of the release before
 			}
-			if n.takeBack(key, rule, ids[i], a.n) {
+			if n.takeBack(g.to, key, rule, ids[i], a.n) {
 				back.Store(true)
 			}
 		}()
@@ -732,7 +741,7 @@ func (n *Node) serveLease(items []peer.Item) peer.Result {
 	case leaseAsk:
 		return peer.Result{State: appendLeaseAnswer(nil, n.grantLease(&m))}
 	case leaseBack:
-		n.takeBack(m.key, m.rule, m.id, m.n)
+		n.takeBack(m.from, m.key, m.rule, m.id, m.n)
 		return peer.Result{}
 	case leaseRecall, leaseRevoke:
 		left, held := n.surrender(m.from, m.key, m.id)

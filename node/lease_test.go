@@ -264,3 +264,53 @@ func TestLateRecallAnswerLosesNothing(t *testing.T) {
 		t.Fatalf("admitted %d, want the capacity, 20,000", got)
 	}
 }
+
+// A holder's grants are told apart from those of its earlier incarnation
+// and from other borrowers' grants: a give-back that comes late from a
+// lease the holder gave before it restarted, or that names a grant made to
+// another member, returns nothing to the key. (A restarted holder numbered
+// its grants from 1 again, and took a give-back by its id alone: the late
+// give-back of an old lease voided the new one's grant and put its hits
+// back while the borrower still spent them.)
+func TestStaleGiveBackReturnsNothing(t *testing.T) {
+	clk := testclock.New(time.Now())
+	c := nodetest.Start(t, 3, func(cfg *node.Config) {
+		cfg.Clock = clk
+		cfg.ForwardTimeout = 5 * time.Second
+	})
+	rule := ringlimit.Rule{Algorithm: ringlimit.TokenBucket, Limit: 20_000, Window: time.Hour}
+	const key = "stale-give-back"
+	holder := 0
+	for i, nd := range c.Nodes {
+		if nd.Name() == c.Nodes[0].Owner(key) {
+			holder = i
+		}
+	}
+	borrower, other := c.Nodes[(holder+1)%3], c.Nodes[(holder+2)%3]
+	admitted := heatUntilLeased(t, []*node.Node{borrower}, key, rule)
+	from, lastOld, _, ok := node.HeldLease(borrower, key)
+	if !ok || from != c.Nodes[holder].Name() {
+		t.Fatalf("the borrower holds no lease of the holder's (%q, %v)", from, ok)
+	}
+	granted := c.Nodes[holder].Stats().Leases.Granted // every grant the first incarnation made, all to the borrower
+	c.Restart(t, holder)
+	waitFor(t, 20*time.Second, "the old lease gone", func() bool { return borrower.Stats().Leases.Held == 0 })
+	admitted += heatUntilLeased(t, []*node.Node{borrower}, key, rule)
+	from, id, left, ok := node.HeldLease(borrower, key)
+	if !ok || from != c.Nodes[holder].Name() {
+		t.Fatalf("the borrower holds no lease of the restarted holder's (%q, %v)", from, ok)
+	}
+	// Every grant of the first incarnation, given back late, as if nothing
+	// had been spent of it; and the live grant, given back by a member it
+	// was not made to.
+	for old := lastOld - granted + 1; old <= lastOld; old++ {
+		node.GiveBack(borrower, key, rule, from, old, rule.Capacity()/100)
+	}
+	node.GiveBack(other, key, rule, from, id, left)
+	got, _ := hitUntilDenied(t, c.Nodes, 2, key, rule, false)
+	admitted += got
+	t.Logf("admitted %d of 20,000 (%d grants before the restart; the borrower's lease then %d, now %d)", admitted, granted, lastOld, id)
+	if admitted > 20_000 {
+		t.Fatalf("admitted %d, over the capacity of 20,000", admitted)
+	}
+}
