@@ -12,6 +12,8 @@ package hold
 // in admitted like any other decision.
 
 import (
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/ringlimit/ringlimit"
@@ -155,14 +157,14 @@ func (s *sim) giveBack(n *snode, key string, b *simLease) {
 		return
 	}
 	from, id := b.from, b.id
-	s.send(n.name, from, func() { s.takeBack(s.nodes[from], key, id, left) })
+	s.send(n.name, from, func() { s.takeBack(s.nodes[from], n.name, key, id, left) })
 }
 
 // takeBack returns what a lease had left to t's state, if the grant is
-// still on its books and the state is here.
-func (s *sim) takeBack(t *snode, key string, id uint64, left int64) {
+// still on its books, was made to from, and the state is here.
+func (s *sim) takeBack(t *snode, from, key string, id uint64, left int64) {
 	g, ok := t.leases.lent[key][id]
-	if !ok {
+	if !ok || g.to != from {
 		return
 	}
 	delete(t.leases.lent[key], id)
@@ -177,7 +179,9 @@ func (s *sim) takeBack(t *snode, key string, id uint64, left int64) {
 
 // recall asks the borrowers of t's leases of key to give them up.
 func (s *sim) recall(t *snode, key string) {
-	for id, g := range t.leases.lent[key] {
+	lent := t.leases.lent[key]
+	for _, id := range slices.Sorted(maps.Keys(lent)) { // (in order: a schedule is its seed's alone)
+		g := lent[id]
 		if s.now >= g.until+simLeaseTTL {
 			delete(t.leases.lent[key], id)
 			continue

@@ -3,6 +3,7 @@ package hold
 import (
 	"flag"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -287,6 +288,9 @@ func TestSimulationMutations(t *testing.T) {
 	if raceEnabled {
 		n = 500
 	}
+	if *simRuns > 0 {
+		n = uint64(*simRuns) // (how deep a planted bug hides)
+	}
 	for _, m := range []struct {
 		name string
 		bug  bug
@@ -319,4 +323,29 @@ func tail(xs []string, n int) string {
 		xs = xs[len(xs)-n:]
 	}
 	return strings.Join(xs, "\n")
+}
+
+// TestSimulationIsDeterministic runs schedules twice and compares their
+// traces line by line: a schedule must be its seed's alone (a map walked
+// in Go's random order, say, would make a failure impossible to replay).
+func TestSimulationIsDeterministic(t *testing.T) {
+	n := uint64(200)
+	if raceEnabled {
+		n = 50
+	}
+	if *simRuns > 0 {
+		n = uint64(*simRuns)
+	}
+	for seed := *simFirst; seed < *simFirst+n; seed++ {
+		a, _ := runSchedule(seed, 0, allFaults, true)
+		b, _ := runSchedule(seed, 0, allFaults, true)
+		if !slices.Equal(a.log, b.log) {
+			for j := range min(len(a.log), len(b.log)) {
+				if a.log[j] != b.log[j] {
+					t.Fatalf("seed %d: two runs part at line %d:\n%s\n%s", seed, j, strings.Join(a.log[max(0, j-3):j+1], "\n"), b.log[j])
+				}
+			}
+			t.Fatalf("seed %d: two runs of %d and %d lines", seed, len(a.log), len(b.log))
+		}
+	}
 }

@@ -6,6 +6,7 @@ package hold
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ringlimit/ringlimit"
@@ -56,7 +57,7 @@ func (s *sim) pushAll(n *snode) {
 	})
 	for _, to := range sortedKeys(byTo) {
 		var items []pushed
-		for _, key := range byTo[to] {
+		for _, key := range slices.Sorted(slices.Values(byTo[to])) { // (the store's order is not the seed's)
 			if it, ok := s.give(n, key, to); ok {
 				items = append(items, it)
 			}
@@ -648,6 +649,7 @@ func (s *sim) writeBehind(n *snode) {
 		ws = append(ws, w{key, st, v})
 		return true
 	})
+	slices.SortFunc(ws, func(a, b w) int { return strings.Compare(a.key, b.key) }) // (the store's order is not the seed's)
 	for _, x := range ws {
 		// The write travels: a late one must not overwrite a newer state.
 		s.at(s.now+s.rnd(100*us, 30*ms), func() { s.storeWrite(x.key, x.st, x.ver) })

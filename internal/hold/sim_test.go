@@ -492,6 +492,7 @@ func (s *sim) start(name string) *snode {
 	n.waiting = map[string][]*scall{}
 	n.faulted = map[string]faulted{}
 	n.leases.reset()
+	n.leases.nextID = uint64(s.now) * 1000 // as node's: from the start, in ns, so no grant takes an earlier incarnation's id
 	n.served = map[uint64]ringlimit.Decision{}
 	n.pushes, n.sentDone, n.pushFail = 0, 0, false
 	nv := s.newRing([]string{name})
@@ -536,7 +537,8 @@ func (s *sim) leave(name string, restart bool) {
 		return
 	}
 	s.logf("%s leaves", name)
-	for key, b := range n.leases.held { // (node's Close gives its leases back first)
+	for _, key := range sortedKeys(n.leases.held) { // (node's Close gives its leases back first)
+		b := n.leases.held[key]
 		delete(n.leases.held, key)
 		s.giveBack(n, key, b)
 	}
