@@ -28,7 +28,10 @@ import (
 // nearly spent key stops leasing and its last hits are decided by its
 // holder); it lives leaseTTL at most (a window's, to the window's end).
 // What a borrower that dies or is cut off strands is its lease, until the
-// lease expires. A holder does not lease a key whose state came to it less
+// lease expires; what a holder that leaves or restarts strands is what its
+// leases have left when they end (their give-back finds no grant: a grant
+// is known by its id, unique across the holder's incarnations, and by its
+// borrower). A holder does not lease a key whose state came to it less
 // than leaseTTL ago (a new holder does not know the leases an earlier one
 // gave, and they have expired by then), nor while it leaves, and never for
 // AllowAll. Reset revokes a key's leases, and so does a call under another
