@@ -33,7 +33,9 @@ import (
 //
 // The invariant: for every key, the hits admitted are at most what one
 // in-memory limiter admits for the same calls. The rules' windows outlast
-// a run, so that is the key's capacity C. The exception is a holder that
+// a run, so that is C, what the key admits from a fresh state (its
+// capacity; a leaky bucket's one more: its first hit leaves at once, and
+// only hits still waiting fill the queue). The exception is a holder that
 // becomes unreachable to the key's next owner: a crash, or a cut that
 // outlasts the pull's timeout, or pauses and cuts that together kept it
 // from answering every pull until the puller gave up. Each such episode (a
