@@ -124,10 +124,12 @@ func (c *Core) pulled(key string, h uint64, from string, a Answer, held *Version
 			f.tries, f.inc = 0, 0
 			return Action{Kind: Pull, To: by, Gone: gone, GoneInc: inc}
 		}
-		if m := c.marks[key]; m != nil && m.to == from && m.copy != nil && (a.Kind == Gone || f.tries >= maxPullTries-1) {
+		if m := c.marks[key]; m != nil && m.to == from && m.copy != nil && !m.served && (a.Kind == Gone || f.tries >= maxPullTries-1) {
 			// This node pushed the state to from, which is gone (or
 			// cannot be reached) before it confirmed: the copy is the
-			// state. It comes back here.
+			// state. It comes back here. (Not once the copy went out in
+			// a pull's answer too: a later incarnation of from may have
+			// asked under the same name, and installed it.)
 			delete(c.marks, key)
 			delete(c.pulls, key)
 			return Action{Kind: Decide, Install: true, St: m.copy, Ver: m.ver}
