@@ -330,11 +330,13 @@ func (c *Core) Asked(a Ask) Reply {
 		}
 		return Reply{Give: true}
 	}
-	if m := c.liveMark(a.Key, a.Now); m != nil && a.Gone != "" && m.to == a.Gone && m.copy != nil &&
+	if m := c.liveMark(a.Key, a.Now); m != nil && a.Gone != "" && m.to == a.Gone && m.copy != nil && !m.served &&
 		(a.GoneInc == 0 || m.inc == 0 || m.inc == a.GoneInc) {
 		// The member this node pushed the state to is gone in the
 		// incarnation it was pushed to: the copy is the state, and goes
-		// to the asker (kept as its copy until it confirms).
+		// to the asker (kept as its copy until it confirms). Not once the
+		// copy went out in a pull's answer: the member may have asked
+		// again in a later incarnation, and installed it.
 		c.setMark(a.Key, &mark{to: a.From, ver: m.ver, copy: m.copy, until: m.until, served: true})
 		return Reply{Copy: m.copy, Ver: m.ver, A: Answer{Kind: State, St: m.copy, Ver: m.ver}}
 	}

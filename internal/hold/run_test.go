@@ -360,6 +360,7 @@ func TestSimulationRegressions(t *testing.T) {
 	for _, seed := range []uint64{
 		18165, // a crashed holder's leaky bucket re-admitted one more than Capacity: the check's allowance
 		30650, // a pushed copy served to a restarted member's pull, then taken back by this node's own pull: two holders
+		50160, // a copy served to a restarted member's pull, then released again to a pull that said its earlier run was gone
 	} {
 		if _, r := runSchedule(seed, 0, allFaults, false); len(r.violations) > 0 {
 			t.Errorf("seed %d: %s", seed, strings.Join(r.violations, "; "))
