@@ -172,6 +172,9 @@ func TestScale(t *testing.T) {
 			if gated[n] && (c[0] > c[1] || c[0] > c[2]) {
 				t.Errorf("%d keys %s: ringlimit %.0f CPU ns per decision is more than a peer's (%.0f, %.0f)", n, mode, c[0], c[1], c[2])
 			}
+			if gated[n] && (w[0] > w[1] || w[0] > w[2]) {
+				t.Errorf("%d keys %s: ringlimit %.0f wall ns per decision is more than a peer's (%.0f, %.0f)", n, mode, w[0], w[1], w[2])
+			}
 		}
 		// ringlimit keeps its own copy of each key (16 bytes here); the peers
 		// keep the caller's string. Fixed costs weigh on the small sizes.

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/ringlimit/ringlimit"
@@ -555,4 +556,25 @@ func TestPublicFace(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("local.Limiter's methods are %v, want %v", got, want)
 	}
+}
+
+// A Limiter made inside a testing/synctest bubble follows the bubble's
+// clock: a fixed window spent at the bubble's start admits again a window
+// later on its clock, though no real time passed (the system clock, read
+// directly, would still be in the first window).
+func TestSystemClockInASynctestBubble(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := local.New(local.Config{})
+		rule := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: 1, Window: time.Minute}
+		if d, err := l.AllowN(context.Background(), "k", rule, 1); err != nil || !d.Allowed {
+			t.Fatalf("first hit: %+v, %v", d, err)
+		}
+		if d, _ := l.AllowN(context.Background(), "k", rule, 1); d.Allowed {
+			t.Fatal("second hit in the window admitted")
+		}
+		time.Sleep(time.Minute)
+		if d, _ := l.AllowN(context.Background(), "k", rule, 1); !d.Allowed {
+			t.Fatalf("a window later on the bubble's clock: %+v", d)
+		}
+	})
 }

@@ -24,7 +24,9 @@ type Config struct {
 	// It is enforced like MaxKeys, by eviction when a key comes in or a log
 	// grows. If zero, 256 MiB.
 	MaxBytes int64
-	// Clock tells the time. If nil, the system clock.
+	// Clock tells the time. If nil, the system clock (read directly where
+	// that is cheaper than time.Now; a Limiter made inside a testing/synctest
+	// bubble reads time.Now, and so follows the bubble's clock).
 	Clock ringlimit.Clock
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ringlimit/ringlimit"
+	"github.com/ringlimit/ringlimit/internal/wallclock"
 )
 
 // Config configures a Limiter. The zero Config is valid.
@@ -25,7 +26,9 @@ type Config struct {
 	// It is enforced like MaxKeys, by eviction when a key comes in or a log
 	// grows. If zero, 256 MiB.
 	MaxBytes int64
-	// Clock tells the time. If nil, the system clock.
+	// Clock tells the time. If nil, the system clock (read directly where
+	// that is cheaper than time.Now; a Limiter made inside a testing/synctest
+	// bubble reads time.Now, and so follows the bubble's clock).
 	Clock ringlimit.Clock
 	// TrackChanges records which keys admitted calls change, for Drain
 	// (node's write-behind). If false, Drain finds nothing and AllowN pays
@@ -56,6 +59,7 @@ const (
 // blocks on I/O and ignores its context argument.
 type Limiter struct {
 	clock  ringlimit.Clock
+	direct bool                // no clock given, and the system clock read directly (wallclock.Direct when made)
 	hash   func(string) uint64 // Config.Hash; nil: maphash with seed
 	seed   maphash.Seed
 	mask   uint64 // len(shards) − 1: a key's shard is the low bits of its hash mixed with mix
@@ -103,7 +107,7 @@ func New(c Config) *Limiter {
 		k++
 	}
 	n := 1 << k
-	l := &Limiter{clock: c.Clock, hash: c.Hash, seed: maphash.MakeSeed(), mask: uint64(n - 1), mix: rand.Uint64() | 1, shards: make([]shard, n)}
+	l := &Limiter{clock: c.Clock, direct: c.Clock == nil && wallclock.Direct(), hash: c.Hash, seed: maphash.MakeSeed(), mask: uint64(n - 1), mix: rand.Uint64() | 1, shards: make([]shard, n)}
 	for i := range l.shards {
 		per := maxKeys / n
 		if i < maxKeys%n {
@@ -117,10 +121,13 @@ func New(c Config) *Limiter {
 
 // now reads the clock: once per call, in ms.
 func (l *Limiter) now() int64 {
-	if l.clock == nil {
-		return time.Now().UnixMilli()
+	if l.clock != nil {
+		return l.clock.Now().UnixMilli()
 	}
-	return l.clock.Now().UnixMilli()
+	if l.direct {
+		return wallclock.Millis() // one clock read, where time.Now makes two
+	}
+	return time.Now().UnixMilli()
 }
 
 // hashOf is key's 64-bit hash: Config.Hash, or the seeded maphash.
