@@ -412,6 +412,23 @@ func (c *Core) nextSource(key string, h uint64, asked []string) (string, uint64)
 		}
 		return o, incOf(s.prev, o)
 	}
+	// The owners before are done, but a state may sit with another member
+	// of an earlier ring: one that took the key while its owner was thought
+	// dead (a false death) holds it though the ring never gave it the key,
+	// and pushes it to the key's new owner before it says Done. Until every
+	// member of the change has said Done, a call asks one that has not
+	// (only to start a pull: a pull that asked already goes on as before).
+	for i := len(c.srcs) - 1; i >= 0 && len(asked) == 0; i-- {
+		s := c.srcs[i]
+		if o := s.prev.OwnerOfHash(h); o == "" || o == c.self {
+			continue // the key did not come here in this change
+		}
+		for _, m := range s.prev.Members() {
+			if m != c.self && !s.done[m] && !contains(asked, m) && c.inView(m) {
+				return m, incOf(s.prev, m)
+			}
+		}
+	}
 	return "", 0
 }
 
