@@ -125,6 +125,7 @@ type flight struct {
 	tries    int               // unanswered pulls of the last member asked
 	inc      uint64            // the incarnation of the last member asked
 	ceded    string            // this node answered a pull of the key meanwhile and gave way to this member
+	maybe    bool              // the member asked was asked only in case (maybeHolder): nothing from it, and the key starts here
 }
 
 // Core is the ownership state of one node. It is not safe for simultaneous
@@ -346,6 +347,15 @@ func (c *Core) Call(k Call) Action {
 		c.setInc(k.Key, a)
 		return a
 	}
+	if to, inc := c.maybeHolder(k.Hash); to != "" {
+		a := c.pull(k, to)
+		a.Inc = inc
+		c.setInc(k.Key, a)
+		if f := c.pulls[k.Key]; f != nil && a.Kind == Pull {
+			f.maybe = true
+		}
+		return a
+	}
 	return Action{Kind: Decide}
 }
 
@@ -370,6 +380,9 @@ func (c *Core) Peek(key string, h uint64) (to string, ok bool) {
 		return o, true
 	}
 	if to, _ := c.nextSource(key, h, nil); to != "" {
+		return "", false
+	}
+	if to, _ := c.maybeHolder(h); to != "" {
 		return "", false
 	}
 	return "", true
@@ -412,19 +425,24 @@ func (c *Core) nextSource(key string, h uint64, asked []string) (string, uint64)
 		}
 		return o, incOf(s.prev, o)
 	}
-	// The owners before are done, but a state may sit with another member
-	// of an earlier ring: one that took the key while its owner was thought
-	// dead (a false death) holds it though the ring never gave it the key,
-	// and pushes it to the key's new owner before it says Done. Until every
-	// member of the change has said Done, a call asks one that has not
-	// (only to start a pull: a pull that asked already goes on as before).
-	for i := len(c.srcs) - 1; i >= 0 && len(asked) == 0; i-- {
+	return "", 0
+}
+
+// maybeHolder is a member to ask, in case, for a key that came here in a
+// ring change whose owners before are done: one of the change's members
+// that has not said Done yet. A false death can leave a state with a
+// member the ring never gave the key (it took it while the owner was
+// thought dead), which pushes it to the key's new owner before it says
+// Done; until then the previous owner's Done does not clear the key.
+// "" if none.
+func (c *Core) maybeHolder(h uint64) (string, uint64) {
+	for i := len(c.srcs) - 1; i >= 0; i-- {
 		s := c.srcs[i]
 		if o := s.prev.OwnerOfHash(h); o == "" || o == c.self {
 			continue // the key did not come here in this change
 		}
 		for _, m := range s.prev.Members() {
-			if m != c.self && !s.done[m] && !contains(asked, m) && c.inView(m) {
+			if m != c.self && !s.done[m] && c.inView(m) {
 				return m, incOf(s.prev, m)
 			}
 		}

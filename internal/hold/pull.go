@@ -79,6 +79,15 @@ func (c *Core) pulled(key string, h uint64, from string, a Answer, held *Version
 		// another way): a state in the answer is this node's all the same.
 		return Action{Kind: Decide, Install: got}
 	}
+	if f.maybe {
+		if a.Kind != State && a.Kind != MovedTo && a.Kind != Mine {
+			// A member asked only in case held nothing, or did not
+			// answer: as before its Done, the key starts here (no store
+			// load, no second try: slow is not a lead).
+			return c.conclude(key, f, Action{Kind: Decide})
+		}
+		f.maybe = false // a lead: followed as any
+	}
 	switch a.Kind {
 	case State:
 		delete(c.pulls, key)
