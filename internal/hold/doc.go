@@ -25,7 +25,11 @@
 //     such a key with no state here pulls it first, from every unresolved
 //     source, newest first. A member resolves the sources that name it with
 //     Done, once it has pushed every state it held for keys others own, when
-//     its view is the receiver's and it expects no state itself.
+//     its view is the receiver's and it expects no state itself. Once the
+//     owners before are done, a call on such a key still asks, once, a
+//     member of the change that has not said Done: a false death can leave
+//     a state with a member the ring never gave the key. Nothing from it,
+//     or no answer, and the key starts here.
 //   - A pull is answered with the state (which leaves the answerer with a
 //     copy kept until the taker confirms, so an answer lost or late loses
 //     nothing), with "moved to X" (a mark; also while a push of the state
