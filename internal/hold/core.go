@@ -347,7 +347,7 @@ func (c *Core) Call(k Call) Action {
 		c.setInc(k.Key, a)
 		return a
 	}
-	if to, inc := c.maybeHolder(k.Hash); to != "" {
+	if to, inc := c.maybeHolder(k.Hash, nil); to != "" {
 		a := c.pull(k, to)
 		a.Inc = inc
 		c.setInc(k.Key, a)
@@ -382,7 +382,7 @@ func (c *Core) Peek(key string, h uint64) (to string, ok bool) {
 	if to, _ := c.nextSource(key, h, nil); to != "" {
 		return "", false
 	}
-	if to, _ := c.maybeHolder(h); to != "" {
+	if to, _ := c.maybeHolder(h, nil); to != "" {
 		return "", false
 	}
 	return "", true
@@ -434,15 +434,15 @@ func (c *Core) nextSource(key string, h uint64, asked []string) (string, uint64)
 // member the ring never gave the key (it took it while the owner was
 // thought dead), which pushes it to the key's new owner before it says
 // Done; until then the previous owner's Done does not clear the key.
-// "" if none.
-func (c *Core) maybeHolder(h uint64) (string, uint64) {
+// "" if none (asked: the members asked already).
+func (c *Core) maybeHolder(h uint64, asked []string) (string, uint64) {
 	for i := len(c.srcs) - 1; i >= 0; i-- {
 		s := c.srcs[i]
 		if o := s.prev.OwnerOfHash(h); o == "" || o == c.self {
 			continue // the key did not come here in this change
 		}
 		for _, m := range s.prev.Members() {
-			if m != c.self && !s.done[m] && c.inView(m) {
+			if m != c.self && !s.done[m] && c.inView(m) && !contains(asked, m) {
 				return m, incOf(s.prev, m)
 			}
 		}

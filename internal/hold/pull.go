@@ -82,8 +82,18 @@ func (c *Core) pulled(key string, h uint64, from string, a Answer, held *Version
 	if f.maybe {
 		if a.Kind != State && a.Kind != MovedTo && a.Kind != Mine {
 			// A member asked only in case held nothing, or did not
-			// answer: as before its Done, the key starts here (no store
-			// load, no second try: slow is not a lead).
+			// answer: the next one that has not said Done, each once;
+			// then, as before their Done, the key starts here (no store
+			// load, no second try: slow is not a lead), or at its owner
+			// if the ring moved on meanwhile.
+			if to, inc := c.maybeHolder(h, f.asked); to != "" && len(f.asked) < maxPullSteps {
+				f.asked = append(f.asked, to)
+				f.tries, f.inc = 0, inc
+				return Action{Kind: Pull, To: to, Inc: inc}
+			}
+			if o := c.Owner(h); o != c.self && !f.promised {
+				return c.conclude(key, f, Action{Kind: Forward, To: o})
+			}
 			return c.conclude(key, f, Action{Kind: Decide})
 		}
 		f.maybe = false // a lead: followed as any
