@@ -26,7 +26,9 @@ type Config struct {
 	MaxBytes int64
 	// Clock tells the time. If nil, the system clock (read directly where
 	// that is cheaper than time.Now; a Limiter made inside a testing/synctest
-	// bubble reads time.Now, and so follows the bubble's clock).
+	// bubble reads time.Now, and so follows the bubble's clock; one made
+	// outside a bubble keeps reading the system clock for its decisions even
+	// when called from inside one, while WaitN's timers are the bubble's).
 	Clock ringlimit.Clock
 }
 
