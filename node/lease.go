@@ -531,11 +531,12 @@ func (n *Node) takeBack(from, key string, rule ringlimit.Rule, id uint64, left i
 	ok := false
 	if l != nil {
 		lrule = l.rule
-		if g, ok = l.grants[id]; ok && g.to != from {
-			ok = false // a grant made to another member: not this one's to give back
-		} else if ok {
+		// (A grant made to another member is not this one's to give back.)
+		if g, ok = l.grants[id]; ok && g.to == from {
 			delete(l.grants, id)
 			ls.woke()
+		} else {
+			ok = false
 		}
 		if len(l.grants) == 0 {
 			delete(ls.lent, key)

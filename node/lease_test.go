@@ -13,6 +13,17 @@ import (
 	"github.com/ringlimit/ringlimit/node/nodetest"
 )
 
+// frozenCluster starts n nodes on one frozen clock (a key admits its
+// capacity once: no refill, no new window), with forward ceilings of 5 s
+// (two cores under -race: no call goes to the policy).
+func frozenCluster(t *testing.T, n int) *nodetest.Cluster {
+	clk := testclock.New(time.Now())
+	return nodetest.Start(t, n, func(cfg *node.Config) {
+		cfg.Clock = clk
+		cfg.ForwardTimeout = 5 * time.Second
+	})
+}
+
 // hitUntilDenied calls key from per goroutines on each of nodes until each
 // is denied, and returns the hits admitted and the decisions by source. The
 // goroutines on the key's owner start once some other node holds a lease
@@ -81,11 +92,7 @@ func hitUntilDenied(t *testing.T, nodes []*node.Node, per int, key string, rule 
 func TestHotKeyLeasesAdmitTheLimit(t *testing.T) {
 	for _, alg := range []ringlimit.Algorithm{ringlimit.TokenBucket, ringlimit.FixedWindow, ringlimit.SlidingWindow} {
 		t.Run(alg.String(), func(t *testing.T) {
-			clk := testclock.New(time.Now())
-			c := nodetest.Start(t, 5, func(cfg *node.Config) {
-				cfg.Clock = clk
-				cfg.ForwardTimeout = 5 * time.Second // two cores under -race: no call to the policy
-			})
+			c := frozenCluster(t, 5)
 			rule := ringlimit.Rule{Algorithm: alg, Limit: 50_000, Window: time.Hour}
 			key := fmt.Sprintf("hot-%s", alg)
 			got, sources := hitUntilDenied(t, c.Nodes, 4, key, rule, true)
@@ -152,11 +159,7 @@ func heatUntilLeased(t *testing.T, nodes []*node.Node, key string, rule ringlimi
 // Reset revokes a key's leases: after it the key admits its capacity and no
 // more, though a borrower held a lease of it.
 func TestResetRevokesLeases(t *testing.T) {
-	clk := testclock.New(time.Now())
-	c := nodetest.Start(t, 3, func(cfg *node.Config) {
-		cfg.Clock = clk
-		cfg.ForwardTimeout = 5 * time.Second
-	})
+	c := frozenCluster(t, 3)
 	rule := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: 20_000, Window: time.Hour}
 	const key = "reset-hot"
 	owner := c.Nodes[0].Owner(key)
@@ -184,11 +187,7 @@ func TestResetRevokesLeases(t *testing.T) {
 // A borrower that crashes strands its lease: the key admits its capacity
 // less at most that lease (a hundredth of it), never more.
 func TestCrashedBorrowerStrandsItsLease(t *testing.T) {
-	clk := testclock.New(time.Now())
-	c := nodetest.Start(t, 3, func(cfg *node.Config) {
-		cfg.Clock = clk
-		cfg.ForwardTimeout = 5 * time.Second
-	})
+	c := frozenCluster(t, 3)
 	rule := ringlimit.Rule{Algorithm: ringlimit.TokenBucket, Limit: 20_000, Window: time.Hour}
 	const key = "crash-hot"
 	owner := c.Nodes[0].Owner(key)
@@ -217,11 +216,7 @@ func TestCrashedBorrowerStrandsItsLease(t *testing.T) {
 // TestExactAcrossTheCluster under load: 995 of 1,000, a recall that timed
 // out having taken the borrower's 5 with it.)
 func TestLateRecallAnswerLosesNothing(t *testing.T) {
-	clk := testclock.New(time.Now())
-	c := nodetest.Start(t, 2, func(cfg *node.Config) {
-		cfg.Clock = clk
-		cfg.ForwardTimeout = 5 * time.Second
-	})
+	c := frozenCluster(t, 2)
 	rule := ringlimit.Rule{Algorithm: ringlimit.TokenBucket, Limit: 20_000, Window: time.Hour}
 	const key = "recall-late"
 	var owner, borrower *node.Node
@@ -273,11 +268,7 @@ func TestLateRecallAnswerLosesNothing(t *testing.T) {
 // give-back of an old lease voided the new one's grant and put its hits
 // back while the borrower still spent them.)
 func TestStaleGiveBackReturnsNothing(t *testing.T) {
-	clk := testclock.New(time.Now())
-	c := nodetest.Start(t, 3, func(cfg *node.Config) {
-		cfg.Clock = clk
-		cfg.ForwardTimeout = 5 * time.Second
-	})
+	c := frozenCluster(t, 3)
 	rule := ringlimit.Rule{Algorithm: ringlimit.TokenBucket, Limit: 20_000, Window: time.Hour}
 	const key = "stale-give-back"
 	holder := 0

@@ -27,3 +27,5 @@ func Direct() bool {
 	d := millis() - time.Now().UnixMilli()
 	return d > -1000 && d < 1000
 }
+
+func fallback() int64 { return time.Now().UnixMilli() }
