@@ -1,6 +1,8 @@
 package node
 
 import (
+	"time"
+
 	"github.com/ringlimit/ringlimit"
 	"github.com/ringlimit/ringlimit/internal/hold"
 	"github.com/ringlimit/ringlimit/internal/memstore"
@@ -64,4 +66,13 @@ func GiveBack(n *Node, key string, rule ringlimit.Rule, from string, id uint64, 
 	b := &borrowed{rule: rule, from: from, id: id}
 	b.left.Store(left)
 	n.giveBack(key, b)
+}
+
+// Leasing reports whether n may grant leases by now: a node starts to once
+// leaseTTL has passed since it started (an earlier node under its name may
+// have leased).
+func Leasing(n *Node) bool {
+	n.leases.lentMu.Lock()
+	defer n.leases.lentMu.Unlock()
+	return time.Now().UnixMilli()-n.leases.freshAll >= leaseTTL.Milliseconds()
 }

@@ -15,13 +15,25 @@ import (
 
 // frozenCluster starts n nodes on one frozen clock (a key admits its
 // capacity once: no refill, no new window), with forward ceilings of 5 s
-// (two cores under -race: no call goes to the policy).
+// (two cores under -race: no call goes to the policy), and waits until
+// every node may lease. (A node grants none in its first second; on a fast
+// machine the callers that were to make a key hot spent its 20,000 hits in
+// that second, and no lease ever came.)
 func frozenCluster(t *testing.T, n int) *nodetest.Cluster {
 	clk := testclock.New(time.Now())
-	return nodetest.Start(t, n, func(cfg *node.Config) {
+	c := nodetest.Start(t, n, func(cfg *node.Config) {
 		cfg.Clock = clk
 		cfg.ForwardTimeout = 5 * time.Second
 	})
+	waitFor(t, 10*time.Second, "every node leasing", func() bool {
+		for _, nd := range c.Nodes {
+			if !node.Leasing(nd) {
+				return false
+			}
+		}
+		return true
+	})
+	return c
 }
 
 // hitUntilDenied calls key from per goroutines on each of nodes until each
