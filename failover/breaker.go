@@ -169,6 +169,17 @@ type Breaker struct {
 	runHard     int       // of those, Failures
 	runStart    time.Time // the first of the run
 	trip        bool      // the run is evidence: the report being made opens the breaker
+	closed      bool      // gobreaker's state is closed (set with runMu held, by stateChanged)
+
+	// fast is set while the breaker is closed with no run of failures or
+	// timeouts under way (closed and run == 0, kept under runMu): a call
+	// then goes through without gobreaker, whose closed state would let it
+	// through anyway, and a Success reported changes nothing; a Failure or
+	// Timeout is handed to gobreaker then, as a call made and reported at
+	// once. So the common call costs an atomic load and allocates nothing.
+	fast        atomic.Bool
+	fastOutcome func(Outcome) // Allow's done in the fast case
+	fastErr     func(error)   // allow's
 }
 
 // NewBreaker returns a closed Breaker configured by c.
@@ -187,6 +198,10 @@ func NewBreaker(c BreakerConfig) *Breaker {
 		b.log = slog.New(slog.DiscardHandler)
 	}
 	b.sum = logsum.New(b.log, 0)
+	b.closed = true
+	b.fast.Store(true)
+	b.fastErr = b.fastReport
+	b.fastOutcome = func(o Outcome) { b.fastReport(o.err()) }
 	b.maxFailures = DefaultMaxFailures
 	if c.MaxFailures > 0 {
 		b.maxFailures = min(c.MaxFailures, math.MaxInt32)
@@ -219,6 +234,8 @@ func (b *Breaker) stateChanged(_ string, from, to gobreaker.State) {
 	b.changes.Add(1)
 	b.runMu.Lock()
 	b.run, b.runHard, b.trip = 0, 0, false // a new state starts a new run
+	b.closed = t == StateClosed
+	b.fast.Store(b.closed)
 	b.runMu.Unlock()
 	level := slog.LevelInfo
 	if t == StateOpen {
@@ -239,7 +256,10 @@ func (b *Breaker) stateChanged(_ string, from, to gobreaker.State) {
 // through; an Outcome other than the three is a Failure). If not, Allow
 // returns ErrOpen at once.
 func (b *Breaker) Allow() (done func(Outcome), err error) {
-	d, err := b.allow()
+	if b.fast.Load() {
+		return b.fastOutcome, nil
+	}
+	d, err := b.slowAllow()
 	if err != nil {
 		return nil, err
 	}
@@ -249,6 +269,34 @@ func (b *Breaker) Allow() (done func(Outcome), err error) {
 // allow is Allow with the errors for outcomes: the caller reports nil,
 // errFailure, errTimeout or errIgnored.
 func (b *Breaker) allow() (func(error), error) {
+	if b.fast.Load() {
+		return b.fastErr, nil
+	}
+	return b.slowAllow()
+}
+
+// fastReport reports the outcome of a call let through in the fast case
+// (see Breaker.fast). A Success that comes after a run began (a call made
+// before the run's first failure) ends the run, as in gobreaker's path.
+func (b *Breaker) fastReport(err error) {
+	switch err {
+	case nil:
+		if !b.fast.Load() {
+			b.report(nil)
+		}
+	case errIgnored:
+	default:
+		d, err2 := b.cb.Allow()
+		if err2 != nil {
+			return // opened meanwhile: a report of the state before, dropped as gobreaker drops one
+		}
+		b.report(err)
+		d(err)
+	}
+}
+
+// slowAllow asks gobreaker.
+func (b *Breaker) slowAllow() (func(error), error) {
 	d, err := b.cb.Allow()
 	if err != nil {
 		b.rejected.Add(1)
@@ -266,6 +314,7 @@ func (b *Breaker) report(err error) {
 	switch err {
 	case nil:
 		b.run, b.runHard, b.trip = 0, 0, false
+		b.fast.Store(b.closed)
 		return
 	case errIgnored:
 		return
@@ -274,6 +323,7 @@ func (b *Breaker) report(err error) {
 		err = errFailure
 		b.runHard++
 	}
+	b.fast.Store(false)
 	now := b.now()
 	if b.run == 0 {
 		b.runStart = now

@@ -158,3 +158,52 @@ func TestBreakerTimedOutProbeReopens(t *testing.T) {
 		t.Fatalf("after a timed-out probe: %+v, want a second open", st)
 	}
 }
+
+// TestBreakerOverlappingCalls: calls let through while the breaker was
+// healthy report after a run of failures began. A success among them ends
+// the run (as one let through during it does); failures among them count
+// into it; once open, a late report changes nothing.
+func TestBreakerOverlappingCalls(t *testing.T) {
+	b := failover.NewBreaker(failover.BreakerConfig{MaxFailures: 3, Cooldown: time.Hour})
+	early := make([]func(failover.Outcome), 4)
+	for i := range early {
+		early[i] = mustAllow(t, b) // all made while healthy
+	}
+	mustAllow(t, b)(failover.Failure)
+	mustAllow(t, b)(failover.Failure)
+	early[0](failover.Success) // ends the run of two
+	mustAllow(t, b)(failover.Failure)
+	mustAllow(t, b)(failover.Failure)
+	if s := b.State(); s != failover.StateClosed {
+		t.Fatalf("two failures after a success: %s, want closed", s)
+	}
+	early[1](failover.Failure) // the third of the run
+	if s := b.State(); s != failover.StateOpen {
+		t.Fatalf("three failures in a run, one reported late: %s, want open", s)
+	}
+	early[2](failover.Success) // made before it opened: no effect on the open breaker
+	early[3](failover.Failure)
+	if st := b.Stats(); st.State != failover.StateOpen || st.Opens != 1 || st.StateChanges != 1 {
+		t.Fatalf("late reports changed the open breaker: %+v", st)
+	}
+}
+
+// TestHealthyBreakerAllocatesNothing: a call through a healthy breaker, and
+// its report, allocate nothing; one in a run of failures may.
+func TestHealthyBreakerAllocatesNothing(t *testing.T) {
+	b := failover.NewBreaker(failover.BreakerConfig{MaxFailures: 1000, MinSpan: time.Hour})
+	if a := testing.AllocsPerRun(100, func() {
+		done, err := b.Allow()
+		if err != nil {
+			t.Fatal(err)
+		}
+		done(failover.Success)
+	}); a != 0 {
+		t.Fatalf("a healthy call allocates %v times", a)
+	}
+	mustAllow(t, b)(failover.Timeout) // a run begins: gobreaker is asked again
+	mustAllow(t, b)(failover.Success)
+	if a := testing.AllocsPerRun(100, func() { mustAllow(t, b)(failover.Success) }); a != 0 {
+		t.Fatalf("after the run ended, a healthy call allocates %v times", a)
+	}
+}

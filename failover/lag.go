@@ -3,6 +3,7 @@ package failover
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -47,6 +48,18 @@ type Lag struct {
 	mu    sync.RWMutex
 	ticks [lagTicks]lateTick // the late ticks, a ring in the order they fired; next is the oldest
 	next  int
+	// sum lets Recent and StalledSince answer without the lock or a walk
+	// of the ticks: every forwarded call asks both (nil: no late tick yet).
+	sum atomic.Pointer[lagSum]
+}
+
+// lagSum is what the late ticks come to: the newest tick's instant, and
+// Recent's answer for every instant in [from, until) if valid.
+type lagSum struct {
+	newest      time.Time
+	valid       bool
+	from, until time.Time
+	max         time.Duration
 }
 
 // Tick records that a timer due at due fired at now. Ticks come in the
@@ -59,6 +72,7 @@ func (l *Lag) Tick(due, now time.Time) {
 	l.mu.Lock()
 	l.ticks[l.next] = lateTick{at: now, late: late}
 	l.next = (l.next + 1) % lagTicks
+	l.sum.Store(&lagSum{newest: now})
 	l.mu.Unlock()
 }
 
@@ -68,8 +82,16 @@ func (l *Lag) Recent(now time.Time) time.Duration {
 	if l == nil {
 		return 0
 	}
+	s := l.sum.Load()
+	if s == nil {
+		return 0
+	}
+	if s.valid && !now.Before(s.from) && now.Before(s.until) {
+		return s.max
+	}
 	from := now.Add(-lagWindow)
 	var m time.Duration
+	oldest := time.Time{} // the oldest tick counted: the answer holds until it leaves the window
 	l.mu.RLock()
 	l.back(func(t lateTick) bool {
 		if !t.at.After(from) {
@@ -78,9 +100,20 @@ func (l *Lag) Recent(now time.Time) time.Duration {
 		if !t.at.After(now) {
 			m = max(m, t.late)
 		}
+		oldest = t.at
 		return true
 	})
 	l.mu.RUnlock()
+	// The answer stands from now until the oldest tick counted leaves the
+	// window (a tick outside it stays outside; a new tick replaces sum),
+	// if every tick is counted (none after now).
+	if !s.newest.After(now) {
+		until := now.Add(100 * 365 * 24 * time.Hour) // none counted: 0 until the next tick
+		if !oldest.IsZero() {
+			until = oldest.Add(lagWindow)
+		}
+		l.sum.CompareAndSwap(s, &lagSum{newest: s.newest, valid: true, from: now, until: until, max: m})
+	}
 	return m
 }
 
@@ -100,6 +133,9 @@ func (l *Lag) back(f func(lateTick) bool) {
 func (l *Lag) StalledSince(since, now time.Time) time.Duration {
 	if l == nil {
 		return 0
+	}
+	if sum := l.sum.Load(); sum == nil || !sum.newest.After(since) {
+		return 0 // no late tick since since
 	}
 	var s time.Duration
 	l.mu.RLock()

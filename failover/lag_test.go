@@ -2,6 +2,7 @@ package failover_test
 
 import (
 	"context"
+	"math/rand/v2"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -92,4 +93,54 @@ func TestLagRun(t *testing.T) {
 		cancel()
 		<-done
 	})
+}
+
+// TestLagAgainstAWalk: Recent and StalledSince (which answer from a summary
+// when they can) agree with a plain walk of every late tick, over random
+// ticks and questions about instants before, at and after the newest tick.
+func TestLagAgainstAWalk(t *testing.T) {
+	type tick struct {
+		at   time.Time
+		late time.Duration
+	}
+	for seed := range int64(50) {
+		rng := rand.New(rand.NewPCG(uint64(seed), 1))
+		var l failover.Lag
+		var ticks []tick
+		now := t0
+		recent := func(q time.Time) (m time.Duration) {
+			for _, k := range ticks[max(0, len(ticks)-256):] {
+				if k.at.After(q.Add(-5*time.Second)) && !k.at.After(q) {
+					m = max(m, k.late)
+				}
+			}
+			return m
+		}
+		stalled := func(since, q time.Time) (s time.Duration) {
+			for _, k := range ticks[max(0, len(ticks)-256):] {
+				if k.at.After(since) && !k.at.After(q) {
+					s += min(k.late, k.at.Sub(since))
+				}
+			}
+			return s
+		}
+		for step := range 400 {
+			now = now.Add(time.Duration(rng.IntN(800)) * ms)
+			if rng.IntN(3) == 0 {
+				late := time.Duration(rng.IntN(40)) * ms
+				l.Tick(now.Add(-late), now)
+				if late >= 5*ms {
+					ticks = append(ticks, tick{now, late})
+				}
+			}
+			q := now.Add(time.Duration(rng.IntN(12000)-6000) * ms)
+			if got, want := l.Recent(q), recent(q); got != want {
+				t.Fatalf("seed %d step %d: Recent(%v) = %v, a walk says %v", seed, step, q.Sub(t0), got, want)
+			}
+			since := q.Add(-time.Duration(rng.IntN(3000)) * ms)
+			if got, want := l.StalledSince(since, q), stalled(since, q); got != want {
+				t.Fatalf("seed %d step %d: StalledSince(%v, %v) = %v, a walk says %v", seed, step, since.Sub(t0), q.Sub(t0), got, want)
+			}
+		}
+	}
 }

@@ -41,7 +41,7 @@ type forwarder struct {
 // (or the context's end, if sooner).
 func (f *forwarder) Do(ctx context.Context, r *peer.Request) (peer.Result, error) {
 	start := time.Now()
-	res, err := f.Client.DoTimeout(ctx, r, f.rto.Timeout(f.lag.Recent(start)))
+	res, err := f.Client.DoSince(ctx, r, start, f.rto.Timeout(f.lag.Recent(start)))
 	switch {
 	case err == nil:
 		end := time.Now()
@@ -67,19 +67,31 @@ type peerBreaker struct {
 }
 
 // Allow is failover.Breaker.Allow, with Failures that saw no evidence
-// reported as Timeouts.
-func (b peerBreaker) Allow() (func(failover.Outcome), error) {
+// reported as Timeouts (peerPass.Done). It allocates nothing while the
+// breaker is healthy.
+func (b peerBreaker) Allow() (peerPass, error) {
 	before := b.fw.evidence.Load()
 	done, err := b.Breaker.Allow()
 	if err != nil {
-		return nil, err
+		return peerPass{}, err
 	}
-	return func(o failover.Outcome) {
-		if o == failover.Failure && b.fw.evidence.Load() == before {
-			o = failover.Timeout
-		}
-		done(o)
-	}, nil
+	return peerPass{done: done, fw: b.fw, before: before}, nil
+}
+
+// peerPass is a call a peerBreaker let through.
+type peerPass struct {
+	done   func(failover.Outcome)
+	fw     *forwarder
+	before uint64 // the forwarder's evidence when the call began
+}
+
+// Done reports the call's outcome: a Failure during which the connection
+// did not fail goes on as a Timeout.
+func (p peerPass) Done(o failover.Outcome) {
+	if o == failover.Failure && p.fw.evidence.Load() == p.before {
+		o = failover.Timeout
+	}
+	p.done(o)
 }
 
 // peerTable maps member names to their connections. Lookups read an

@@ -268,7 +268,8 @@ func (n *Node) here(ctx context.Context, now time.Time, h uint64, req *peer.Requ
 		}
 		// Pull, Load, or Wait: the key's state is on its way.
 		var p *parked
-		w := &waiter{req: req, x: x}
+		rq := *req // (a copy for the waiter: the caller's request stays on its stack)
+		w := &waiter{req: &rq, x: x}
 		if a.Kind != hold.Wait || o.core.Joined() {
 			p = o.park(req.Key, w)
 		}
@@ -383,7 +384,7 @@ func (n *Node) ask(ctx context.Context, at string, req *peer.Request, x *extra) 
 		n.stats.forwardFailures.Add(1)
 		return ringlimit.Decision{}, toStore, nil
 	}
-	done, err := pc.breaker.Allow()
+	pass, err := pc.breaker.Allow()
 	if err != nil {
 		if !n.members.Ring().Contains(at) {
 			n.stats.redirects.Add(1)
@@ -401,14 +402,14 @@ func (n *Node) ask(ctx context.Context, at string, req *peer.Request, x *extra) 
 	}
 	switch {
 	case err == nil && res.MovedTo != "" && res.Err == nil:
-		done(failover.Success)
+		pass.Done(failover.Success)
 		return ringlimit.Decision{}, res.MovedTo, nil
 	case err == nil && res.Err == nil && req.Op == peer.OpAllowAll && len(res.Decisions) != len(req.Rules):
-		done(failover.Failure) // an owner that does not speak AllowAll: the store decides
+		pass.Done(failover.Failure) // an owner that does not speak AllowAll: the store decides
 		n.stats.forwardFailures.Add(1)
 		return ringlimit.Decision{}, toStore, nil
 	case err == nil && res.Err == nil:
-		done(failover.Success)
+		pass.Done(failover.Success)
 		res.Decision.Source = ringlimit.Peer
 		if req.Op == peer.OpAllowAll {
 			for i := range res.Decisions {
@@ -418,18 +419,18 @@ func (n *Node) ask(ctx context.Context, at string, req *peer.Request, x *extra) 
 		}
 		return res.Decision, "", nil
 	case ctx.Err() != nil:
-		done(failover.Ignored) // the caller gave up: not the peer's fault
+		pass.Done(failover.Ignored) // the caller gave up: not the peer's fault
 		return ringlimit.Decision{}, "", ctx.Err()
 	case err == nil && isBadInput(res.Err):
 		// The owner refused the input. We validated it, so the two
 		// versions disagree: trust the owner.
-		done(failover.Success)
+		pass.Done(failover.Success)
 		return ringlimit.Decision{}, "", res.Err
 	case err == nil && errors.Is(res.Err, ringlimit.ErrWaitTooLong):
-		done(failover.Success) // an answer: the wait would outlast the caller's deadline
+		pass.Done(failover.Success) // an answer: the wait would outlast the caller's deadline
 		return ringlimit.Decision{}, "", res.Err
 	}
-	done(failover.Failure) // unreachable, timed out, or closing
+	pass.Done(failover.Failure) // unreachable, timed out, or closing
 	if n.peers.current(at) != pc || !n.members.Ring().Contains(at) {
 		// It left, or came back at another address, while the call was
 		// on its way (its connection was dropped): the key may have a new

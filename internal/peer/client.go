@@ -153,7 +153,12 @@ func (c *Client) Do(ctx context.Context, r *Request) (Result, error) {
 // DoTimeout is Do with another timeout than the Client's, for requests that
 // carry more than a decision (a hand-off batch).
 func (c *Client) DoTimeout(ctx context.Context, r *Request, timeout time.Duration) (Result, error) {
-	start := time.Now()
+	return c.DoSince(ctx, r, time.Now(), timeout)
+}
+
+// DoSince is DoTimeout for a call its caller began at start (a reading of
+// the clock taken just now, which the call then need not take again).
+func (c *Client) DoSince(ctx context.Context, r *Request, start time.Time, timeout time.Duration) (Result, error) {
 	cl := c.calls.Get().(*call)
 	var cn *conn
 	ready := start
