@@ -249,7 +249,7 @@ var allFamilies = []string{
 	"ringlimit_writebehind_writes_total", "ringlimit_writebehind_failures_total",
 	"ringlimit_writebehind_drops_total", "ringlimit_writebehind_queue",
 	"ringlimit_store_loads_total", "ringlimit_store_load_failures_total",
-	"ringlimit_leases_total", "ringlimit_lease_recalls_total", "ringlimit_lease_decisions_total", "ringlimit_leases",
+	"ringlimit_leases_total", "ringlimit_lease_asks_total", "ringlimit_lease_recalls_total", "ringlimit_lease_decisions_total", "ringlimit_leases",
 	"ringlimit_peer_timeout_seconds", "ringlimit_store_timeout_seconds", "ringlimit_sched_lag_seconds",
 	"ringlimit_http_requests_total", "ringlimit_near_limit_total",
 	"ringlimit_http_key_errors_total", "ringlimit_http_limiter_errors_total", "ringlimit_http_delay_expired_total",

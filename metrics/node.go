@@ -147,6 +147,11 @@ var nodeFamilies = []family{
 			{"returned", func(s *snapshot) uint64 { return s.Leases.Returned }},
 			{"expired", func(s *snapshot) uint64 { return s.Leases.Expired }},
 		}},
+	{name: "ringlimit_lease_asks_total", help: "Leases this node asked for of other members' hot keys: asked, and of those declined by the key's holder (a key far under its limit is declined, and asks less and less often, down to once a second).",
+		typ: prometheus.CounterValue, label: "result", series: []series{
+			{"asked", func(s *snapshot) uint64 { return s.Leases.Asked }},
+			{"declined", func(s *snapshot) uint64 { return s.Leases.Declined }},
+		}},
 	one("ringlimit_lease_recalls_total", "Denials that recalled a key's leases first (their unused hits came back before the key denied).",
 		prometheus.CounterValue, func(s *snapshot) uint64 { return s.Leases.Recalls }),
 	one("ringlimit_lease_decisions_total", "Calls this node decided from a lease of a key another member holds (counted as Source local in ringlimit_decisions_total).",

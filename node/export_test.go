@@ -76,3 +76,10 @@ func Leasing(n *Node) bool {
 	defer n.leases.lentMu.Unlock()
 	return time.Now().UnixMilli()-n.leases.freshAll >= leaseTTL.Milliseconds()
 }
+
+// LeaseAsks is the lease requests of n on their way.
+func LeaseAsks(n *Node) int {
+	n.leases.mu.RLock()
+	defer n.leases.mu.RUnlock()
+	return n.leases.asks
+}

@@ -91,6 +91,13 @@ type leases struct {
 	wake chan struct{}
 
 	granted, returned, expired, recalls, decided atomic.Uint64
+	asked, declined                              atomic.Uint64
+	// declines counts, by key, the asks declined in a row (under mu): a
+	// key whose holder keeps declining (one far under its limit, whose
+	// bucket a lease would overflow) asks after twice the wait each time,
+	// up to leasePeriod, instead of every leaseRetry. At most maxHotKeys
+	// keys; past it, the counts start again.
+	declines map[string]uint8
 }
 
 type recallKey struct {
@@ -130,6 +137,7 @@ func (ls *leases) init() {
 	ls.held = map[string]*borrowed{}
 	ls.hot = map[string]int32{}
 	ls.lastAsk = map[string]int64{}
+	ls.declines = map[string]uint8{}
 	ls.asking = map[string]bool{}
 	ls.lent = map[string]*ledger{}
 	ls.fresh = map[string]int64{}
@@ -241,7 +249,7 @@ func (n *Node) sawForward(key string, rule ringlimit.Rule, hits int64) {
 	b := ls.held[key]
 	// Once hot, a key's forwards ask again a moment after an ask that
 	// brought nothing (declined, or lost).
-	if hot := int32(n.cfg.LeaseHot); hot < 0 || c < hot || now-ls.lastAsk[key] < leaseRetry.Milliseconds() {
+	if hot := int32(n.cfg.LeaseHot); hot < 0 || c < hot || now-ls.lastAsk[key] < askWait(ls.declines[key]) {
 		ls.mu.Unlock()
 		return
 	}
@@ -255,6 +263,13 @@ func (n *Node) sawForward(key string, rule ringlimit.Rule, hits int64) {
 		want = max(want, b.next(now, b.left.Load())) // it ran out or ended: the demand is at least its pace
 	}
 	n.askLease(key, rule, want)
+}
+
+// askWait is how long after its last ask a hot key asks again, in ms,
+// once its holder declined that many asks in a row: leaseRetry, doubled
+// for each, at most leasePeriod.
+func askWait(declined uint8) int64 {
+	return min(leaseRetry.Milliseconds()<<min(declined, 8), leasePeriod.Milliseconds())
 }
 
 // askLease asks the key's holder for a lease of about want hits, in the
@@ -314,6 +329,7 @@ func (n *Node) requestLease(key string, rule ringlimit.Rule, want int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ForwardTimeout)
 	defer cancel()
 	sent := time.Now()
+	ls.asked.Add(1)
 	res, err := pc.client.Do(ctx, leaseRequest(m))
 	if err != nil || res.Err != nil {
 		return
@@ -323,7 +339,18 @@ func (n *Node) requestLease(key string, rule ringlimit.Rule, want int64) {
 		n.warn.Warn("bad lease answer", "node: bad answer to a lease request", "node", n.name, "from", to, "err", err)
 		return
 	}
+	ls.mu.Lock()
 	if a.n <= 0 {
+		if len(ls.declines) >= maxHotKeys {
+			clear(ls.declines)
+		}
+		ls.declines[key] = min(ls.declines[key], 254) + 1
+	} else {
+		delete(ls.declines, key)
+	}
+	ls.mu.Unlock()
+	if a.n <= 0 {
+		ls.declined.Add(1)
 		return
 	}
 	b := &borrowed{rule: rule, size: a.n, at: sent.UnixMilli(), until: sent.Add(a.life).UnixMilli(), from: to, id: a.id}
@@ -811,10 +838,16 @@ type LeaseStats struct {
 	// node held that ran out of time; Decisions the calls decided here from
 	// a lease.
 	Granted, Returned, Recalls, Expired, Decisions uint64
+	// Asked counts the leases this node asked for of others' keys; Declined
+	// those the holder declined (a key far under its limit, or nearly
+	// spent, or just arrived there). A key declined in a row asks less
+	// and less often, down to once a second.
+	Asked, Declined uint64
 }
 
 func (n *Node) leaseStats() LeaseStats {
 	ls := &n.leases
 	return LeaseStats{Held: int(ls.nheld.Load()), Lent: int(ls.nlent.Load()), Granted: ls.granted.Load(),
-		Returned: ls.returned.Load(), Recalls: ls.recalls.Load(), Expired: ls.expired.Load(), Decisions: ls.decided.Load()}
+		Returned: ls.returned.Load(), Recalls: ls.recalls.Load(), Expired: ls.expired.Load(), Decisions: ls.decided.Load(),
+		Asked: ls.asked.Load(), Declined: ls.declined.Load()}
 }

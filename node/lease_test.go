@@ -317,3 +317,41 @@ func TestStaleGiveBackReturnsNothing(t *testing.T) {
 		t.Fatalf("admitted %d, over the capacity of 20,000", admitted)
 	}
 }
+
+// TestDeclinedAsksBackOff: a hot key far under its limit (a lease would
+// overflow its bucket, so its holder declines every ask) asks after twice
+// the wait each time, up to a second, not every 20 ms: over 1.5 s of
+// forwards at full speed, at most the nine doublings and one ask a second
+// period (before, one ask every 20 ms of it: about 75, each a round trip
+// beside the forwards).
+func TestDeclinedAsksBackOff(t *testing.T) {
+	c := nodetest.Start(t, 2, func(cfg *node.Config) { cfg.ForwardTimeout = 5 * time.Second })
+	a, o := c.Nodes[0], c.Nodes[1]
+	key := keysOwnedBy(a, o.Name(), 1)[0]
+	rule := ringlimit.Rule{Limit: 1 << 40, Window: time.Second}
+	start := time.Now()
+	forwards := 0
+	for time.Since(start) < 1500*time.Millisecond {
+		d, err := a.Allow(ctx, key, rule)
+		if err != nil || !d.Allowed || d.Source != ringlimit.Peer {
+			t.Fatalf("forward %d: %+v, %v", forwards, d, err)
+		}
+		forwards++
+	}
+	elapsed := time.Since(start)
+	// Every ask made has been answered (or given up on) once none is on
+	// its way; declines then match.
+	var st node.LeaseStats
+	waitFor(t, 10*time.Second, "the asks answered", func() bool {
+		st = a.Stats().Leases
+		return node.LeaseAsks(a) == 0
+	})
+	periods := int(elapsed/time.Second) + 2
+	t.Logf("%d forwards in %v: %d asks, %d declined", forwards, elapsed, st.Asked, st.Declined)
+	if st.Asked < 2 || st.Declined != st.Asked || st.Held != 0 {
+		t.Fatalf("asked %d, declined %d, held %d: want every ask declined, at least 2", st.Asked, st.Declined, st.Held)
+	}
+	if bound := uint64(9 + periods); st.Asked > bound {
+		t.Fatalf("%d asks in %v, each declined: want at most %d (backing off to one a second)", st.Asked, elapsed, bound)
+	}
+}
