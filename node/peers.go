@@ -44,8 +44,8 @@ func (f *forwarder) Do(ctx context.Context, r *peer.Request) (peer.Result, error
 	res, err := f.Client.DoSince(ctx, r, start, f.rto.Timeout(f.lag.Recent(start)))
 	switch {
 	case err == nil:
-		end := time.Now()
-		f.rto.Observe(end.Sub(start) - f.lag.StalledSince(start, end))
+		rtt := time.Since(start) // (the monotonic clock alone)
+		f.rto.Observe(rtt - f.lag.StalledSince(start, start.Add(rtt)))
 	case errors.Is(err, peer.ErrTimeout), errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
 		f.rto.TimedOut() // no answer in time (a dial or handshake too): not evidence
 	case ctx.Err() == nil:

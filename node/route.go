@@ -102,7 +102,10 @@ func (n *Node) AllowN(ctx context.Context, key string, rule ringlimit.Rule, hits
 // OpAllowAll the decisions go to *all (and the first is returned).
 func (n *Node) route(ctx context.Context, now time.Time, h uint64, at string, req peer.Request, x *extra) (ringlimit.Decision, error) {
 	checked := req.Op != peer.OpAllow // the input of a call that leaves this node is checked first
-	start := time.Now()
+	start := now                      // (read just now, on the system clock unless Config.Clock)
+	if n.cfg.Clock != nil {
+		start = time.Now()
+	}
 	for {
 		d, done, err := n.hops(ctx, now, h, at, &req, &checked, x, start)
 		if done || err != nil {

@@ -162,8 +162,9 @@ func (w *writer) flushUnsent(nc net.Conn, timeout time.Duration) (unsent bool, e
 		}
 		// A write has between timeout and twice it: the deadline is set
 		// again only once less than timeout is left, not every write.
-		if now := time.Now(); w.deadline.Sub(now) < timeout {
-			w.deadline = now.Add(2 * timeout)
+		// (time.Until reads the monotonic clock alone: half a time.Now.)
+		if time.Until(w.deadline) < timeout {
+			w.deadline = time.Now().Add(2 * timeout)
 			_ = nc.SetWriteDeadline(w.deadline)
 		}
 		var n int
