@@ -35,6 +35,9 @@ type forwarder struct {
 	// evidence counts the calls that failed on a refused, reset or broken
 	// connection (not a timeout, not the caller's context).
 	evidence atomic.Uint64
+	// refused, if not nil, is told of each: the membership then checks
+	// whether the peer's process is gone (ring.Membership.Refused).
+	refused func()
 }
 
 // Do sends r and waits for its result at most the peer's effective timeout
@@ -50,6 +53,9 @@ func (f *forwarder) Do(ctx context.Context, r *peer.Request) (peer.Result, error
 		f.rto.TimedOut() // no answer in time (a dial or handshake too): not evidence
 	case ctx.Err() == nil:
 		f.evidence.Add(1)
+		if f.refused != nil && !errors.Is(err, peer.ErrClosed) {
+			f.refused()
+		}
 	}
 	return res, err
 }
@@ -172,6 +178,7 @@ func (t *peerTable) dial(name, addr string) *peerConn {
 	// sooner would send the call on to the store while the owner still
 	// decides it. So the floor is half the ceiling.
 	fw := &forwarder{Client: peer.NewClient(cc), rto: failover.NewRTO(max(failover.DefaultFloor, cfg.ForwardTimeout/2), cfg.ForwardTimeout), lag: t.lag}
+	fw.refused = func() { t.n.members.Refused(name) }
 	return &peerConn{
 		name:   name,
 		addr:   addr,

@@ -376,6 +376,16 @@ func (n *Node) parkTimeout(fwd bool) time.Duration {
 func (n *Node) ask(ctx context.Context, at string, req *peer.Request, x *extra) (ringlimit.Decision, string, error) {
 	pc := n.peers.get(at)
 	if pc == nil && req.From != "" {
+		if n.members.Refusing(at) {
+			// Redirected to a member this node dropped because its
+			// process is gone, by one that has not noticed yet (it
+			// drops it on its own next forward there, or when gossip
+			// tells): its last written state is in the store. (Going
+			// down the chain again would bounce between the two views
+			// until gossip caught up, half a second.)
+			n.stats.forwardFailures.Add(1)
+			return ringlimit.Decision{}, toStore, nil
+		}
 		// Redirected to a member this node has not heard of yet.
 		pc = n.awaitPeer(ctx, at, time.Now().Add(min(n.cfg.ForwardTimeout/3, time.Second)))
 	}

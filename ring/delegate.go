@@ -46,6 +46,7 @@ func (e *events) record(n *memberlist.Node, alive bool) {
 	cause := ""
 	m.mu.Lock()
 	_, known := m.members[n.Name]
+	delete(m.refused, n.Name) // memberlist tells of it: its word is the latest
 	switch _, leaving := m.leaving[n.Name]; {
 	case alive:
 		md, err := decodeMeta(n.Meta)

@@ -76,11 +76,13 @@ type Membership struct {
 	peers atomic.Pointer[map[string]string] // name → RPC address
 	incs  map[string]uint64                 // name → incarnation, as last published (run's goroutine only)
 
-	mu      sync.Mutex // guards the maps below; never held while calling memberlist
-	members map[string]memberInfo
-	failed  map[string]failedMember // members to reconnect to
-	leaving map[string]time.Time    // members that announced they leave, and when
-	held    map[string]heldMember   // members declared failed, kept on the ring a while (health.go)
+	mu       sync.Mutex // guards the maps below; never held while calling memberlist
+	members  map[string]memberInfo
+	failed   map[string]failedMember // members to reconnect to
+	leaving  map[string]time.Time    // members that announced they leave, and when
+	held     map[string]heldMember   // members declared failed, kept on the ring a while (health.go)
+	refused  map[string]memberInfo   // members dropped because their gossip port refused (refused.go)
+	checking map[string]bool         // members whose port is being checked
 
 	bcast *memberlist.TransmitLimitedQueue // our gossip messages: leave intents
 
@@ -105,14 +107,16 @@ func NewMembership(cfg Config) (*Membership, error) {
 		return nil, err
 	}
 	m := &Membership{
-		cfg:     cfg,
-		log:     cfg.Logger,
-		members: make(map[string]memberInfo),
-		failed:  make(map[string]failedMember),
-		leaving: make(map[string]time.Time),
-		held:    make(map[string]heldMember),
-		kick:    make(chan struct{}, 1),
-		stop:    make(chan struct{}),
+		cfg:      cfg,
+		log:      cfg.Logger,
+		members:  make(map[string]memberInfo),
+		failed:   make(map[string]failedMember),
+		leaving:  make(map[string]time.Time),
+		held:     make(map[string]heldMember),
+		refused:  make(map[string]memberInfo),
+		checking: make(map[string]bool),
+		kick:     make(chan struct{}, 1),
+		stop:     make(chan struct{}),
 	}
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
