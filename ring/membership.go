@@ -83,6 +83,7 @@ type Membership struct {
 	held     map[string]heldMember   // members declared failed, kept on the ring a while (health.go)
 	refused  map[string]memberInfo   // members dropped because their gossip port refused (refused.go)
 	checking map[string]bool         // members whose port is being checked
+	checked  map[string]time.Time    // when each was last checked (at most maxRemembered)
 
 	bcast *memberlist.TransmitLimitedQueue // our gossip messages: leave intents
 
@@ -115,6 +116,7 @@ func NewMembership(cfg Config) (*Membership, error) {
 		held:     make(map[string]heldMember),
 		refused:  make(map[string]memberInfo),
 		checking: make(map[string]bool),
+		checked:  make(map[string]time.Time),
 		kick:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 	}

@@ -106,6 +106,7 @@ func TestRefusedMemberComesBack(t *testing.T) {
 // never accepts (a stopped process: the kernel accepts for it), is not.
 func TestRefusesTellsTheDyingFromTheLive(t *testing.T) {
 	m := &Membership{cfg: FastLocalConfig("x")}
+	m.cfg.TCPTimeout = time.Minute // (the wait is at most half of it)
 	listen := func(serve func(net.Conn)) string {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -147,15 +148,40 @@ func TestRefusesTellsTheDyingFromTheLive(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		addr string
-		gone bool
+		wait time.Duration // for the reset: on a busy host the listener's goroutine may be late
+		want verdict
 	}{
-		{"nothing listens", free, true},
-		{"accepts and closes at once", listen(func(c net.Conn) { c.(*net.TCPConn).SetLinger(0); c.Close() }), true},
-		{"accepts and holds", holds, false},
-		{"never accepts", listen(nil), false},
+		{"nothing listens", free, 50 * time.Millisecond, gone},
+		{"accepts and closes at once", listen(func(c net.Conn) { c.(*net.TCPConn).SetLinger(0); c.Close() }), 10 * time.Second, gone},
+		{"accepts and holds", holds, 50 * time.Millisecond, listened},
+		{"never accepts", listen(nil), 50 * time.Millisecond, listened},
 	} {
-		if got := m.refuses(c.addr); got != c.gone {
-			t.Errorf("%s: refuses = %v, want %v", c.name, got, c.gone)
+		refusedReadWait = c.wait
+		got := m.check(c.addr)
+		refusedReadWait = 50 * time.Millisecond
+		if got != c.want {
+			t.Errorf("%s: check = %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// TestStalledMemberDoesNotTrustARefusal: a member descheduled lately (see
+// Config.Stalled) drops nobody on a refusal: its own checks may have been
+// late. Gossip decides.
+func TestStalledMemberDoesNotTrustARefusal(t *testing.T) {
+	ms := startCluster(t, 2, func(i int, c *Config) {
+		slowProbes(i, c)
+		if i == 0 {
+			c.Stalled = func() time.Duration { return 400 * time.Millisecond }
+		}
+	})
+	a, b := ms[0], ms[1]
+	if err := b.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	a.Refused(b.Name())
+	waitFor(t, 5*time.Second, "the check done", func() bool { return checksDone(a.Membership) })
+	if !a.Ring().Contains(b.Name()) {
+		t.Fatal("a member that runs late dropped another on a refusal")
 	}
 }
