@@ -286,6 +286,16 @@ func (b *Breaker) fastReport(err error) {
 		}
 	case errIgnored:
 	default:
+		b.runMu.Lock()
+		closed := b.closed
+		b.runMu.Unlock()
+		if !closed {
+			// Made before the breaker opened: it counts into the run
+			// (as a stale report did through gobreaker, which dropped
+			// it), and must not take a half-open breaker's probe.
+			b.report(err)
+			return
+		}
 		d, err2 := b.cb.Allow()
 		if err2 != nil {
 			return // opened meanwhile: a report of the state before, dropped as gobreaker drops one

@@ -207,3 +207,23 @@ func TestHealthyBreakerAllocatesNothing(t *testing.T) {
 		t.Fatalf("after the run ended, a healthy call allocates %v times", a)
 	}
 }
+
+// TestLateFailureTakesNoProbe: a failure reported by a call let through
+// while the breaker was healthy, after it opened and its cooldown passed,
+// neither takes the half-open breaker's probe nor reopens it.
+func TestLateFailureTakesNoProbe(t *testing.T) {
+	b := failover.NewBreaker(failover.BreakerConfig{MaxFailures: 1, Cooldown: 20 * time.Millisecond})
+	early := mustAllow(t, b)
+	mustAllow(t, b)(failover.Failure)
+	if !eventually(2*time.Second, func() bool { return b.State() == failover.StateHalfOpen }) {
+		t.Fatal("not half-open within 2s")
+	}
+	early(failover.Failure)
+	if s := b.State(); s != failover.StateHalfOpen {
+		t.Fatalf("after a late failure: %s, want half-open still", s)
+	}
+	mustAllow(t, b)(failover.Success) // the probe
+	if s := b.State(); s != failover.StateClosed {
+		t.Fatalf("after the probe's success: %s, want closed", s)
+	}
+}
