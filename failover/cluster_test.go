@@ -2,6 +2,7 @@ package failover_test
 
 import (
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -89,15 +90,18 @@ func TestClusterMasterDown(t *testing.T) {
 	if got[1][ringlimit.Fallback] != 100 {
 		t.Fatalf("dead master's keys: %v, want 100 from the fallback", got[1])
 	}
+	// Only the dead master's breaker has tripped. It is open, or half-open
+	// if the 100 ms cooldown ran out during the load (a busy host): its
+	// probes fail and reopen it, as the fallback count above shows.
 	st := l.Stats()
-	var open []string
+	var tripped []string
 	for _, s := range st.Shards {
-		if s.State == failover.StateOpen {
-			open = append(open, s.Shard)
+		if s.State != failover.StateClosed {
+			tripped = append(tripped, s.Shard+" "+s.State.String())
 		}
 	}
-	if len(open) != 1 || open[0] != cl.Masters[1].Addr() || st.State != failover.StateOpen {
-		t.Fatalf("open breakers %v (aggregate %s), want only %s's", open, st.State, cl.Masters[1].Addr())
+	if len(tripped) != 1 || !strings.HasPrefix(tripped[0], cl.Masters[1].Addr()+" ") || st.State == failover.StateClosed || st.Opens == 0 {
+		t.Fatalf("breakers not closed %v (aggregate %s, %d opens), want only %s's", tripped, st.State, st.Opens, cl.Masters[1].Addr())
 	}
 
 	cl.Masters[1].Restart()
