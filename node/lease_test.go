@@ -165,6 +165,16 @@ func heatUntilLeased(t *testing.T, nodes []*node.Node, key string, rule ringlimi
 	})
 	close(stop)
 	wg.Wait()
+	// An ask made before the stop may still be on its way: its lease would
+	// arrive after whatever the test does next. Wait until none is.
+	waitFor(t, 10*time.Second, "the lease asks answered", func() bool {
+		for _, nd := range nodes {
+			if node.LeaseAsks(nd) != 0 {
+				return false
+			}
+		}
+		return true
+	})
 	return admitted.Load()
 }
 
