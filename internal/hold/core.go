@@ -182,6 +182,7 @@ const (
 	bugSkipLoad                   // an unreachable source is given up without the store load
 	bugSkipWindow                 // a ring change leaves no source: new owners decide at once
 	bugLeaseTwice                 // (the simulator's shell) a lease's unused hits come back twice
+	bugDoneLost                   // a Done of the current view whose own source is resolved speaks for none before it
 )
 
 // New returns the core of the node named self, alone in its ring.

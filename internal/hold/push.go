@@ -186,14 +186,24 @@ func (c *Core) Tick(now int64) {
 // sources that name it, and reports whether this node became Clean by it
 // (the shell then sends its own Done, once its push is confirmed).
 //
-// known is false for a view this node has no source of (not seen yet, or
-// resolved already): the sender may say it again later.
+// A Done of this node's own view speaks for every source even when the
+// view's own source is resolved already (by the other members' Done, which
+// came first): all of them came with that view or before it. (Dropped, it
+// left the older sources that name the sender open for good: a member
+// that is not Clean says no Done, so after a rolling restart every member
+// but the last restarted kept 2 to 5 changes open.)
+//
+// known is false for another view this node has no source of (not seen
+// yet, or resolved already): the sender may say it again later.
 func (c *Core) Done(from string, viewID uint64) (becameClean, known bool) {
 	last := -1
 	for i, s := range c.srcs {
 		if s.view == viewID {
 			last = i
 		}
+	}
+	if last < 0 && viewID == c.viewID && c.bugs&bugDoneLost == 0 {
+		last = len(c.srcs) - 1
 	}
 	if last < 0 {
 		return false, false
