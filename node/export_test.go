@@ -83,3 +83,10 @@ func LeaseAsks(n *Node) int {
 	defer n.leases.mu.RUnlock()
 	return n.leases.asks
 }
+
+// LentOut is the hits of key that n lent under rule in grants that have not
+// expired.
+func LentOut(n *Node, key string, rule ringlimit.Rule) int64 {
+	out, _, _ := n.leases.outstanding(key, rule)
+	return out
+}

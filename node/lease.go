@@ -133,6 +133,13 @@ type grant struct {
 	until int64     // UnixMilli, system clock, with a margin past the borrower's
 }
 
+// mayReturn reports whether what is left of g may still come back at now:
+// until the ledger forgets it, leaseTTL after it expired. Its borrower no
+// longer decides from it, but gives back what it had left only when its
+// sweep runs, which on a descheduled node can come after the grant
+// expired here; meanwhile a recall gets it at once.
+func (g grant) mayReturn(now int64) bool { return now < g.until+leaseTTL.Milliseconds() }
+
 func (ls *leases) init() {
 	ls.held = map[string]*borrowed{}
 	ls.hot = map[string]int32{}
@@ -402,9 +409,10 @@ func (n *Node) sweepLeases() {
 	for k, b := range ls.held {
 		if now >= b.until {
 			delete(ls.held, k)
-			if b.left.Load() > 0 {
-				gone, keys = append(gone, b), append(keys, k)
-			}
+			// Given back even when spent: the holder then forgets the
+			// grant at once, and a recall there waits for none that will
+			// never come back.
+			gone, keys = append(gone, b), append(keys, k)
 			ls.expired.Add(1)
 		}
 	}
@@ -450,6 +458,24 @@ func (ls *leases) outstanding(key string, rule ringlimit.Rule) (n int64, borrowe
 		}
 	}
 	return n, borrowers, l.rule != rule && n > 0
+}
+
+// mayReturn reports whether some grant of key under rule may still give
+// hits back (see grant.mayReturn): expired ones included.
+func (ls *leases) mayReturn(key string, rule ringlimit.Rule) bool {
+	now := time.Now().UnixMilli()
+	ls.lentMu.Lock()
+	defer ls.lentMu.Unlock()
+	l := ls.lent[key]
+	if l == nil || l.rule != rule {
+		return false
+	}
+	for _, g := range l.grants {
+		if g.mayReturn(now) {
+			return true
+		}
+	}
+	return false
 }
 
 // heldBy is the hits of key that member to holds in unexpired grants from
@@ -537,6 +563,12 @@ func (n *Node) grantLease(m *leaseMsg) leaseAnswer {
 		n.local.Return(now, m.key, m.rule, got, now)
 		return leaseAnswer{}
 	}
+	if l.rule != m.rule && len(l.grants) > 0 {
+		// Every grant under the old rule has expired (outstanding said so):
+		// what they had left must not come back into this rule's state.
+		clear(l.grants)
+		ls.woke()
+	}
 	l.rule = m.rule
 	ls.nextID++
 	id := ls.nextID
@@ -603,7 +635,7 @@ func (n *Node) recallLeases(key string, revoke bool) bool {
 		now := time.Now().UnixMilli()
 		rule = l.rule
 		for id, g := range l.grants {
-			if now < g.until {
+			if g.mayReturn(now) {
 				gs, ids = append(gs, g), append(ids, id)
 			}
 		}
@@ -623,7 +655,15 @@ func (n *Node) recallLeases(key string, revoke bool) bool {
 	}
 	var wg sync.WaitGroup
 	var back atomic.Bool
+	// What is still out after the recall comes back when it arrives, or
+	// expires: the wait below is for it, until waitTill (UnixMilli). A
+	// grant with a borrower that did not answer is waited for until it
+	// expires; one whose borrower answered that it does not hold it (the
+	// lease is on its way there, or given back on its way here) until it
+	// may no longer come back (grant.mayReturn).
+	waitTill := make([]int64, len(gs))
 	for i, g := range gs {
+		waitTill[i] = g.until
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -638,8 +678,12 @@ func (n *Node) recallLeases(key string, revoke bool) bool {
 				return
 			}
 			a, err := parseLeaseAnswer(res.State)
-			if err != nil || a.id != ids[i] {
-				return // not there yet (it comes back as it arrives), or an answer of the release before
+			if err != nil {
+				return // an answer of the release before
+			}
+			if a.id != ids[i] {
+				waitTill[i] = g.until + leaseTTL.Milliseconds() // not there (it comes back as it arrives)
+				return
 			}
 			if n.takeBack(g.to, key, rule, ids[i], a.n) {
 				back.Store(true)
@@ -650,43 +694,43 @@ func (n *Node) recallLeases(key string, revoke bool) bool {
 	if revoke {
 		return false
 	}
-	// What is still out (on its way to a borrower, or with one that did not
-	// answer) comes back when it arrives there, or expires: wait for that,
-	// at most until the last of them expires.
-	var last int64
-	for _, g := range gs {
-		last = max(last, g.until)
-	}
-	deadline := time.UnixMilli(last)
-	var out bool
+	var left bool // a grant recalled is still in the ledger
 	for {
 		ls.lentMu.Lock()
-		out = false
+		left = false
+		now := time.Now().UnixMilli()
+		var till int64 // the last instant a grant still out is waited for
 		if l := ls.lent[key]; l != nil {
-			for _, id := range ids {
+			for i, id := range ids {
 				if _, ok := l.grants[id]; ok {
-					out = true
+					left = true
+					if now < waitTill[i] {
+						till = max(till, waitTill[i])
+					}
 				}
 			}
 		}
 		wake := ls.wake
 		ls.lentMu.Unlock()
-		if !out || !time.Now().Before(deadline) {
+		if till == 0 {
 			break
 		}
-		t := time.NewTimer(time.Until(deadline))
+		t := time.NewTimer(time.Until(time.UnixMilli(till)))
 		select {
 		case <-wake:
 			back.Store(true)
 		case <-t.C:
 		case <-n.stop:
+			t.Stop()
+			return back.Load()
 		}
 		t.Stop()
 	}
-	// Every grant recalled left the ledger: given back on a message of its
-	// own (a recall answer this node gave up waiting for), or spent. Decide
-	// again: at worst it is denied again, with nothing left to recall.
-	return back.Load() || !out
+	// Some came back, or every grant recalled left the ledger (given back
+	// on a message of its own, say to a recall answer this node gave up
+	// waiting for): decide again. At worst it is denied again, with nothing
+	// left to recall.
+	return back.Load() || !left
 }
 
 // woke is called under lentMu when a grant leaves a ledger.
@@ -749,12 +793,12 @@ func (n *Node) afterDecision(key string, rule ringlimit.Rule, d ringlimit.Decisi
 	if n.leases.nlent.Load() == 0 {
 		return false
 	}
-	out, _, other := n.leases.outstanding(key, rule)
+	_, _, other := n.leases.outstanding(key, rule)
 	if other {
 		n.recallLeases(key, true)
 		return false
 	}
-	if !d.Allowed && out > 0 {
+	if !d.Allowed && n.leases.mayReturn(key, rule) {
 		return n.recallLeases(key, false)
 	}
 	return false
