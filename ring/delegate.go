@@ -46,16 +46,28 @@ func (e *events) record(n *memberlist.Node, alive bool) {
 	cause := ""
 	m.mu.Lock()
 	_, known := m.members[n.Name]
+	_, wasFailed := m.failed[n.Name]
 	delete(m.refused, n.Name) // memberlist tells of it: its word is the latest
-	switch _, leaving := m.leaving[n.Name]; {
-	case alive:
-		md, err := decodeMeta(n.Meta)
-		if err != nil {
+	var md meta
+	if alive {
+		var err error
+		if md, err = decodeMeta(n.Meta); err != nil {
 			m.sum.Warn("ring: member metadata unreadable", "ring: member metadata unreadable", "peer", n.Name, "err", err)
 		}
+	}
+	switch _, leaving := m.leaving[n.Name]; {
+	case alive && leaving && !known && md.Inc != 0 && md.Inc == m.leftInc[n.Name]:
+		// The same run of a member that announced its leave, alive
+		// again after its leave: memberlist does so when a refutation
+		// the member made while leaving comes after its leave message
+		// (beside six busy loops a survivor put a leaver back on its
+		// ring for 0.8 s and handed it keys, whose states were lost). It
+		// is gone; a restart has another incarnation.
+	case alive:
 		m.members[n.Name] = memberInfo{rpcAddr: resolveRPC(md.RPCAddr, n.Addr), inc: md.Inc, addr: n.Address()}
 		delete(m.failed, n.Name)
 		delete(m.leaving, n.Name)
+		delete(m.leftInc, n.Name)
 		m.unhold(n.Name) // it refuted while held
 	case leaving || n.Name == m.cfg.Name: // left gracefully: not to be reconnected
 		delete(m.members, n.Name)
@@ -71,8 +83,14 @@ func (e *events) record(n *memberlist.Node, alive bool) {
 		cause = "failed"
 	}
 	m.mu.Unlock()
-	// Every drop of a member this one knew, once, with its cause.
+	// Every drop of a member this one knew, once, with its cause, and every
+	// return of a member dropped as failed: gossip can bring news of a
+	// member alive after it was declared failed (a refutation still on its
+	// way), and the member is then dropped, and logged, again.
 	switch {
+	case alive && !known && wasFailed:
+		m.log.Info("ring: member back", "peer", n.Name, "addr", n.Address(), "cause",
+			"back: gossip holds it alive again after it was declared failed (it refuted, restarted, or news of it alive came late)")
 	case !known || n.Name == m.cfg.Name:
 	case cause == "failed":
 		m.log.Warn("ring: member dropped", "peer", n.Name, "addr", n.Address(), "cause",

@@ -1,6 +1,10 @@
 package ring
 
 import (
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -46,21 +50,78 @@ func (b *leaveIntent) Finished() {
 	}
 }
 
-// announceLeave gossips this member's leave intent and waits until it has
-// been sent as often as gossip sends anything, at most wait.
+// announceLeave tells the others that this member leaves, and waits until
+// they have been told, at most wait. Gossip alone reaches members in no
+// order: a member it reached only through a relay could get memberlist's
+// own leave message first and take the leave for a failure. So the intent
+// also goes straight to every live member, over a stream of its own, before
+// memberlist's leave message is made; gossip carries it on to any member a
+// stream did not reach.
 func (m *Membership) announceLeave(wait time.Duration) {
 	if m.Ring().Len() <= 1 {
 		return // nobody to tell
 	}
-	done := make(chan struct{})
-	m.bcast.QueueBroadcast(newLeaveIntent(m.cfg.Name, done))
 	t := time.NewTimer(wait)
 	defer t.Stop()
+	done := make(chan struct{})
+	intent := newLeaveIntent(m.cfg.Name, done)
+	select {
+	case <-m.tellLeaving(intent.msg):
+	case <-t.C:
+		m.log.Debug("ring: leave intent not sent to every member", "wait", wait)
+		m.bcast.QueueBroadcast(intent)
+		return
+	}
+	m.bcast.QueueBroadcast(intent)
 	select {
 	case <-done:
 	case <-t.C:
 		m.log.Debug("ring: leave intent not fully gossiped", "wait", wait)
 	}
+}
+
+// maxLeaveStreams bounds the streams that carry a leave intent at once.
+const maxLeaveStreams = 16
+
+// tellLeaving sends msg to every other live member over a stream of its
+// own, maxLeaveStreams at a time, and returns a channel closed when every
+// send has ended. A send to an unreachable member ends after TCPTimeout,
+// and Shutdown waits for it.
+func (m *Membership) tellLeaving(msg []byte) <-chan struct{} {
+	var to []*memberlist.Node
+	m.mu.Lock()
+	for name, info := range m.members {
+		host, port, err := net.SplitHostPort(info.addr)
+		p, perr := strconv.ParseUint(port, 10, 16)
+		if name == m.cfg.Name || err != nil || perr != nil {
+			continue
+		}
+		to = append(to, &memberlist.Node{Name: name, Addr: net.ParseIP(host), Port: uint16(p)})
+	}
+	m.mu.Unlock()
+	ended := make(chan struct{})
+	var next atomic.Int64
+	var sends sync.WaitGroup
+	for range min(len(to), maxLeaveStreams) {
+		sends.Add(1)
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			defer sends.Done()
+			for i := next.Add(1) - 1; i < int64(len(to)); i = next.Add(1) - 1 {
+				if err := m.ml.SendReliable(to[i], msg); err != nil {
+					m.log.Debug("ring: leave intent not sent", "peer", to[i].Name, "err", err)
+				}
+			}
+		}()
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		sends.Wait()
+		close(ended)
+	}()
+	return ended
 }
 
 // handleMsg handles a gossip message from another member. memberlist calls
@@ -75,10 +136,25 @@ func (m *Membership) handleMsg(buf []byte) {
 	}
 	m.mu.Lock()
 	_, seen := m.leaving[name]
+	_, failed := m.failed[name]
 	m.leaving[name] = time.Now()
+	if info, ok := m.members[name]; ok && info.inc != 0 {
+		m.leftInc[name] = info.inc
+	}
 	evictOldest(m.leaving, func(t time.Time) time.Time { return t })
+	for n := range m.leftInc {
+		if _, ok := m.leaving[n]; !ok {
+			delete(m.leftInc, n) // evicted with its intent
+		}
+	}
 	delete(m.failed, name)
 	m.mu.Unlock()
+	if failed {
+		// Gossip reaches members in no order: memberlist's own leave
+		// message came first, and the drop was logged as a failure.
+		m.log.Info("ring: member left after all", "peer", name, "cause",
+			"left: its leave intent came after it was dropped as failed; it is not reconnected")
+	}
 	if !seen { // pass it on, so it reaches everyone
 		m.bcast.QueueBroadcast(newLeaveIntent(name, nil))
 	}

@@ -80,6 +80,7 @@ type Membership struct {
 	members  map[string]memberInfo
 	failed   map[string]failedMember // members to reconnect to
 	leaving  map[string]time.Time    // members that announced they leave, and when
+	leftInc  map[string]uint64       // the incarnation each of them had then, if known
 	held     map[string]heldMember   // members declared failed, kept on the ring a while (health.go)
 	refused  map[string]memberInfo   // members dropped because their gossip port refused (refused.go)
 	checking map[string]bool         // members whose port is being checked
@@ -113,6 +114,7 @@ func NewMembership(cfg Config) (*Membership, error) {
 		members:  make(map[string]memberInfo),
 		failed:   make(map[string]failedMember),
 		leaving:  make(map[string]time.Time),
+		leftInc:  make(map[string]uint64),
 		held:     make(map[string]heldMember),
 		refused:  make(map[string]memberInfo),
 		checking: make(map[string]bool),

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/ringlimit/ringlimit"
+
+	"github.com/hashicorp/memberlist"
 )
 
 // waitFor polls cond every 5ms until it holds, and fails the test if it
@@ -222,8 +224,10 @@ func TestMembershipGracefulLeave(t *testing.T) {
 	// The leaver's own ring drops it too, so its keys route to their next
 	// owners.
 	waitFor(t, time.Second, "node-4 to drop itself", func() bool {
+		// (Not its whole ring: on a busy machine it may hold a live
+		// member failed for a moment.)
 		_, out := ms[4].events.net()
-		return slices.Equal(ms[4].Ring().Members(), want) && slices.Equal(out, []string{"node-4"})
+		return !ms[4].Ring().Contains("node-4") && slices.Contains(out, "node-4")
 	})
 	if err := ms[4].Shutdown(); err != nil {
 		t.Fatal(err)
@@ -465,13 +469,15 @@ func TestOnChangeMayBlock(t *testing.T) {
 
 // dropLog records the "member dropped" lines a member logs.
 type dropLog struct {
-	mu    sync.Mutex
-	lines []string // peer: cause
+	mu     sync.Mutex
+	lines  []string // level, peer and the cause's first word
+	causes []string // each drop's whole cause
 }
 
 func (d *dropLog) Enabled(context.Context, slog.Level) bool { return true }
 func (d *dropLog) Handle(_ context.Context, r slog.Record) error {
-	if r.Message != "ring: member dropped" {
+	late := r.Message == "ring: member left after all"
+	if r.Message != "ring: member dropped" && r.Message != "ring: member back" && !late {
 		return nil
 	}
 	var peer, cause string
@@ -480,12 +486,17 @@ func (d *dropLog) Handle(_ context.Context, r slog.Record) error {
 		case "peer":
 			peer = a.Value.String()
 		case "cause":
-			cause, _, _ = strings.Cut(a.Value.String(), ":")
+			cause = a.Value.String()
 		}
 		return true
 	})
+	first, _, _ := strings.Cut(cause, ":")
+	if late {
+		first = "left late"
+	}
 	d.mu.Lock()
-	d.lines = append(d.lines, r.Level.String()+" "+peer+" "+cause)
+	d.lines = append(d.lines, r.Level.String()+" "+peer+" "+first)
+	d.causes = append(d.causes, cause)
 	d.mu.Unlock()
 	return nil
 }
@@ -496,9 +507,19 @@ func (d *dropLog) got() []string {
 	defer d.mu.Unlock()
 	return slices.Clone(d.lines)
 }
+func (d *dropLog) gotCauses() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.causes)
+}
 
 // Every drop of a member is logged once, by each member that drops it,
-// with its cause: a crash is a failure (a warning), a Leave is not.
+// with its cause: a crash is a failure (a warning), a Leave is not. On a
+// busy machine memberlist can declare a live member failed, or gossip can
+// bring news of the crashed one alive after its failure (a refutation still
+// on its way): the member is then back, logged so, and a later drop is
+// logged again. So each member's lines about one peer are episodes, a drop
+// and a return, never two drops in a row.
 func TestMemberDropLoggedOnceWithCause(t *testing.T) {
 	logs := make([]*dropLog, 4)
 	ms := startCluster(t, 4, func(i int, c *Config) {
@@ -513,21 +534,73 @@ func TestMemberDropLoggedOnceWithCause(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, "the others to drop node-2", func() bool { return allSee(ms[:2], names(2)) })
-	for i := range 2 {
-		want := []string{"WARN node-3 failed", "INFO node-2 left"}
-		waitFor(t, time.Second, ms[i].Name()+" to log both drops", func() bool { return len(logs[i].got()) >= 2 })
-		if got := logs[i].got(); !slices.Equal(got, want) {
-			t.Errorf("%s logged drops %q, want %q", ms[i].Name(), got, want)
-		}
+	// of is what l logged of peer.
+	of := func(l []string, peer string) []string {
+		return slices.DeleteFunc(slices.Clone(l), func(s string) bool { return !strings.Contains(s, " "+peer+" ") })
 	}
-	if got := logs[2].got(); !slices.Equal(got, []string{"WARN node-3 failed"}) {
-		t.Errorf("node-2 logged drops %q, want node-3's failure only (not its own leave)", got)
+	// episodes reports whether l, the lines about peer, alternate failure
+	// and return, and, if last is not "", end with last after a return
+	// (or alone). A live member may be failed still at the end.
+	episodes := func(l []string, peer, last string) bool {
+		if last != "" {
+			if len(l) == 0 || l[len(l)-1] != last {
+				return false
+			}
+			l = l[:len(l)-1]
+			if len(l)%2 != 0 {
+				return false
+			}
+		}
+		for i, s := range l {
+			if want := [2]string{"WARN " + peer + " failed", "INFO " + peer + " back"}[i%2]; s != want {
+				return false
+			}
+		}
+		return true
+	}
+	// logged reports whether member i logged node-3's crash and, if left,
+	// node-2's leave, and of the others only episodes.
+	logged := func(i int, left bool) bool {
+		l := logs[i].got()
+		ok := episodes(of(l, "node-3"), "node-3", "WARN node-3 failed")
+		for j := range 3 {
+			switch {
+			case j == i:
+			case j == 2 && left:
+				// Its leave, once; or, when memberlist's leave message
+				// came before the leave intent, a failure and then the
+				// correction.
+				l2 := of(l, "node-2")
+				if n := len(l2); n >= 2 && l2[n-1] == "INFO node-2 left late" {
+					l2 = append(l2[:n-1:n-1], "INFO node-2 back", "INFO node-2 left")
+				}
+				ok = ok && episodes(l2, "node-2", "INFO node-2 left")
+			default:
+				ok = ok && episodes(of(l, names(3)[j]), names(3)[j], "")
+			}
+		}
+		return ok
+	}
+	for i := range 3 {
+		left := i < 2 // node-2 does not log its own leave
+		for start := time.Now(); !logged(i, left); time.Sleep(5 * time.Millisecond) {
+			if time.Since(start) > time.Second {
+				t.Fatalf("%s logged %q, want node-3's failure once (after any episodes of failure and return)%s; causes %q",
+					ms[i].Name(), logs[i].got(), map[bool]string{true: ", node-2's leave once"}[left], logs[i].gotCauses())
+			}
+		}
 	}
 }
 
 // A member that was descheduled lately (Stalled reports 400 ms) keeps a
 // member declared failed on its ring for twice that, while a member that
 // runs on time drops it at once; then it drops it too, and logs it once.
+//
+// Which path each member took is read from the cause it logs, which only
+// the hold's timer writes, not from the ring at one instant: on a starved
+// machine the poll that sees node-1's drop can itself come 800 ms late (it
+// once did, under -race beside four busy loops), and then node-0 has
+// rightly released node-2 already.
 func TestStalledMemberHoldsItsVerdict(t *testing.T) {
 	logs := make([]*dropLog, 3)
 	ms := startCluster(t, 3, func(i int, c *Config) {
@@ -541,17 +614,21 @@ func TestStalledMemberHoldsItsVerdict(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, "node-1 to drop node-2", func() bool { return allSee(ms[1:2], names(2)) })
-	// node-0 heard node-2 declared failed within a gossip round or two of
-	// node-1 (tens of ms, a few hundred on a loaded machine), well within
-	// its 800 ms hold.
-	if !slices.Contains(ms[0].Ring().Members(), "node-2") {
-		t.Fatalf("node-0 dropped node-2 as soon as node-1 did; want it held for 800 ms")
-	}
 	took := waitFor(t, 5*time.Second, "node-0 to drop node-2", func() bool { return allSee(ms[:1], names(2)) })
 	t.Logf("node-0 dropped node-2 %v after node-1", took)
-	waitFor(t, time.Second, "node-0 to log the drop", func() bool { return len(logs[0].got()) > 0 })
-	if got := logs[0].got(); !slices.Equal(got, []string{"WARN node-2 failed"}) {
-		t.Errorf("node-0 logged drops %q, want node-2's failure once", got)
+	for i := range 2 {
+		waitFor(t, time.Second, ms[i].Name()+" to log the drop", func() bool { return len(logs[i].got()) > 0 })
+		if got := logs[i].got(); !slices.Equal(got, []string{"WARN node-2 failed"}) {
+			t.Errorf("%s logged drops %q, want node-2's failure once", ms[i].Name(), got)
+		}
+	}
+	// node-0 dropped it when its hold ran out: 800 ms after its verdict.
+	if got := logs[0].gotCauses(); len(got) != 1 || !strings.Contains(got[0], "in the 800ms this member waited more") {
+		t.Errorf("node-0 dropped node-2 with cause %q; want it held for 800ms first", got)
+	}
+	// node-1, on time, dropped it at its verdict.
+	if got := logs[1].gotCauses(); len(got) != 1 || strings.Contains(got[0], "waited more") {
+		t.Errorf("node-1 dropped node-2 with cause %q; want it dropped at once, unheld", got)
 	}
 	ms[0].mu.Lock()
 	_, failed := ms[0].failed["node-2"]
@@ -624,4 +701,32 @@ func TestMembersKnownAtStartAreAnEvent(t *testing.T) {
 	if got := m.Ring().Members(); !slices.Equal(got, want) {
 		t.Fatalf("ring %v, want %v", got, want)
 	}
+}
+
+// A member that announced its leave and left is not put back on the ring by
+// news of the same run alive (memberlist sends such news when a refutation
+// the member made while leaving comes after its leave message); a restart,
+// with another incarnation, is.
+func TestLeaverNotBackFromStaleNews(t *testing.T) {
+	m := start(t, FastLocalConfig("node-0"))
+	e := (*events)(m.Membership)
+	ghost := func(name string, inc uint64) *memberlist.Node {
+		return &memberlist.Node{Name: name, Addr: net.IPv4(127, 0, 0, 1), Port: 1, Meta: meta{RPCAddr: "127.0.0.1:9", Inc: inc}.encode()}
+	}
+	on := func(name string) bool { return m.Ring().Contains(name) }
+	e.NotifyJoin(ghost("ghost", 7))
+	waitFor(t, 5*time.Second, "ghost on the ring", func() bool { return on("ghost") })
+	m.handleMsg(append([]byte{msgLeaveIntent}, "ghost"...))
+	e.NotifyLeave(ghost("ghost", 7))
+	waitFor(t, 5*time.Second, "ghost off the ring", func() bool { return !on("ghost") })
+	e.NotifyJoin(ghost("ghost", 7)) // stale news of the run that left
+	e.NotifyJoin(ghost("marker", 1))
+	// The ring is built from the members after both joins: once the
+	// marker is on it, the stale join had its say.
+	waitFor(t, 5*time.Second, "the marker on the ring", func() bool { return on("marker") })
+	if on("ghost") {
+		t.Fatal("the member that left is back on the ring from news of the same run")
+	}
+	e.NotifyJoin(ghost("ghost", 8)) // restarted
+	waitFor(t, 5*time.Second, "the restarted ghost on the ring", func() bool { return on("ghost") })
 }

@@ -48,6 +48,7 @@ func (m *Membership) reconnectTargets(now time.Time) []string {
 	for name, at := range m.leaving {
 		if now.Sub(at) > leaveIntentTTL {
 			delete(m.leaving, name)
+			delete(m.leftInc, name)
 		}
 	}
 	addrs := make([]string, 0, len(m.failed))

@@ -110,7 +110,12 @@ func (m *Membership) check(addr string) verdict {
 	start := time.Now()
 	c, err := net.DialTimeout("tcp", addr, refusedCheckTimeout)
 	if err != nil {
-		if errors.Is(err, syscall.ECONNREFUSED) {
+		// A reset during the dial is the same evidence as one after it: a
+		// listener that accepts and resets at once can do so before a
+		// descheduled dialer reads its connection's state (the verdict was
+		// unknown then: TestRefusesTellsTheDyingFromTheLive, once beside
+		// four busy loops).
+		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) {
 			return gone
 		}
 		return unknown
