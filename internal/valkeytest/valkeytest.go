@@ -11,7 +11,9 @@ package valkeytest
 import (
 	"bufio"
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -191,11 +193,44 @@ func ping(addr string) error {
 	return nil
 }
 
+// freePort returns a loopback port that was free a moment ago, drawn below
+// the kernel's ephemeral range: a server that is
+// killed and restarted on its port (Restart) would otherwise find it taken
+// meanwhile by a socket the kernel numbered, such as a listener on port 0,
+// or a client retrying the dead server whose local port came out equal to
+// the server's, which connects to itself (TestValkeyStoreComesUpLater once:
+// "exited before answering").
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	lo := ephemeralLow() - 1
+	var err error
+	for range 64 {
+		p := lowPorts + rand.IntN(max(lo-lowPorts, 1))
+		var l net.Listener
+		if l, err = net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p))); err == nil {
+			l.Close()
+			return p, nil
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, err
+}
+
+// lowPorts is the least port freePort draws.
+const lowPorts = 20000
+
+// ephemeralLow is the first port of the kernel's ephemeral range (32768
+// where it cannot be read).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 32768
+	}
+	n, err := strconv.Atoi(f[0])
+	if err != nil || n <= lowPorts+1000 {
+		return 32768
+	}
+	return n
 }
