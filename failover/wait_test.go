@@ -88,11 +88,18 @@ func TestWaitCallerErrorsPassThrough(t *testing.T) {
 			}
 		}
 		for range 5 {
+			// This caller takes the bucket's one token (after the
+			// previous rounds, at its slot) before the waiter is
+			// started, so the waiter must queue 100 ms behind it:
+			// started together, the waiter could reserve first and be
+			// admitted.
+			if d, err := l.Wait(ctx, "c", tenth); err != nil || !d.Allowed {
+				t.Fatalf("wait: %+v, %v", d, err)
+			}
 			cctx, cancel := context.WithCancel(ctx)
 			done := make(chan error)
 			go func() { _, err := l.Wait(cctx, "c", tenth); done <- err }()
-			l.Wait(ctx, "c", tenth) // takes the burst or queues behind
-			synctest.Wait()
+			synctest.Wait() // the waiter sleeps until its slot
 			cancel()
 			if err := <-done; !errors.Is(err, context.Canceled) {
 				t.Fatalf("cancelled: %v", err)

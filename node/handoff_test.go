@@ -561,7 +561,22 @@ func TestKeysHeldEqualLiveKeysAfterChanges(t *testing.T) {
 	}
 	settle := func(what string) {
 		t.Helper()
-		waitFor(t, 20*time.Second, what, placed)
+		deadline := time.Now().Add(20 * time.Second)
+		for !placed() {
+			if time.Now().After(deadline) {
+				owned := map[string]int{}
+				for i := range keys {
+					owned[c.Nodes[0].Owner(fmt.Sprint("live", i))]++
+				}
+				for _, nd := range c.Nodes {
+					st := nd.Stats()
+					t.Logf("%s: holds %d keys, owns %d; ring changes open %d, changing %v, marks %d, members %v",
+						nd.Name(), st.Local.Keys, owned[nd.Name()], st.Sources, st.Changing, st.Marks, nd.Members())
+				}
+				t.Fatalf("timed out after 20s waiting for %s", what)
+			}
+			time.Sleep(5 * time.Millisecond) // polling, with a deadline
+		}
 	}
 	settle("the keys held once at the start")
 	for range 3 {

@@ -44,23 +44,35 @@ type Target interface {
 // which the epoch changed went to a node being taken down, and its error
 // is the harness's doing, not the library's. The zero value is off. It is
 // safe for simultaneous use by multiple goroutines.
+//
+// Both live in one word, so that Live reads them at one instant: read
+// apart, a call could find the node on, then (after an Off between the
+// two reads) the epoch Off had just bumped, and be counted as a call to a
+// node that stayed up while the harness killed it (a churn run counted one
+// such EOF as a caller error).
 type Switch struct {
-	up    atomic.Bool
-	epoch atomic.Uint64
+	w atomic.Uint64 // epoch<<1 | up
 }
 
 // On lets the load call the node.
-func (s *Switch) On() { s.up.Store(true) }
+func (s *Switch) On() { s.w.Or(1) }
 
 // Off stops the load calling the node and bumps its epoch: call it before
 // the fault.
 func (s *Switch) Off() {
-	s.up.Store(false)
-	s.epoch.Add(1)
+	for {
+		w := s.w.Load()
+		if s.w.CompareAndSwap(w, (w>>1+1)<<1) {
+			return
+		}
+	}
 }
 
 // Live reports whether the node is on, and its epoch.
-func (s *Switch) Live() (up bool, epoch uint64) { return s.up.Load(), s.epoch.Load() }
+func (s *Switch) Live() (up bool, epoch uint64) {
+	w := s.w.Load()
+	return w&1 == 1, w >> 1
+}
 
 // LoadConfig is the shape of a load: each worker sends at most one call
 // per tick to a random target that is up, on a random key of the current
@@ -227,22 +239,25 @@ func (l *Load) worker(ctx context.Context) {
 		case <-tick.C:
 		}
 		var up []Target
+		var epochs []uint64
 		for _, tg := range l.targets {
-			if ok, _ := tg.Live(); ok {
+			if ok, epoch := tg.Live(); ok {
 				up = append(up, tg)
+				epochs = append(epochs, epoch)
 			}
 		}
 		if len(up) == 0 {
 			continue
 		}
-		tg := up[rand.IntN(len(up))]
+		i := rand.IntN(len(up))
 		keys := *l.keys.Load()
-		l.call(ctx, tg, keys[rand.IntN(len(keys))])
+		l.call(ctx, up[i], epochs[i], keys[rand.IntN(len(keys))])
 	}
 }
 
-func (l *Load) call(ctx context.Context, tg Target, key string) {
-	_, epoch := tg.Live()
+// call makes one call to tg, found up in epoch: if the harness takes tg
+// down after that (its epoch moves on), the call is the harness's doing.
+func (l *Load) call(ctx context.Context, tg Target, epoch uint64, key string) {
 	start := time.Now()
 	d, err := tg.Allow(ctx, key, l.cfg.Rule)
 	end := time.Now()

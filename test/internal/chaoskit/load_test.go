@@ -191,3 +191,47 @@ func TestMakeKeys(t *testing.T) {
 		t.Errorf("%d keys, %d owners, per node %v; want 4 each of 3", len(keys), len(owner), per)
 	}
 }
+
+// offAfterLook is a node the harness takes down just after the load found
+// it up (right after the first Live that reports it on) and before the call
+// reaches it, which then fails: the kill of a churn run landing between a
+// worker's choice of target and its call.
+type offAfterLook struct {
+	chaoskit.Switch
+	looked atomic.Bool
+}
+
+func (o *offAfterLook) Name() string { return "n1" }
+
+func (o *offAfterLook) Live() (bool, uint64) {
+	up, epoch := o.Switch.Live()
+	if up && o.looked.CompareAndSwap(false, true) {
+		o.Off()
+	}
+	return up, epoch
+}
+
+func (o *offAfterLook) Allow(context.Context, string, chaoskit.Rule) (chaoskit.Decision, error) {
+	if up, _ := o.Switch.Live(); up {
+		return chaoskit.Decision{Allowed: true, Source: "local"}, nil
+	}
+	return chaoskit.Decision{}, errDown // killed: EOF
+}
+
+// A call to a node taken down after the load chose it is the harness's
+// doing: the load once read the node's epoch apart from the choice, after
+// the Off, and counted the failed call as a caller error.
+func TestLoadDownAfterChoice(t *testing.T) {
+	n := &offAfterLook{}
+	n.On()
+	cfg := chaoskit.LoadConfig{
+		Rule:    chaoskit.Rule{Algorithm: "sliding_log", Limit: 5, Window: time.Hour},
+		Workers: 1, Tick: time.Millisecond, MaxCalls: 1, MaxTime: time.Minute,
+	}
+	l := chaoskit.StartLoad(cfg, []chaoskit.Target{n}, []string{"a"})
+	poll(t, "the one call", func() bool { return l.Snapshot().Calls == 1 })
+	res := l.Stop()
+	if res.Errs != 0 || res.DeadErrs != 1 || res.DeadCalls != 1 {
+		t.Errorf("errs %d (%q), dead errs %d, dead calls %d; want 0, 1, 1", res.Errs, res.ErrSamples, res.DeadErrs, res.DeadCalls)
+	}
+}
