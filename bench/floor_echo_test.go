@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bufio"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -110,7 +111,8 @@ func seqFloor(c net.Conn, calls int) ([]time.Duration, error) {
 // muxClient multiplexes up to floorCallers callers on one connection: a
 // caller queues its frame and kicks the writer, which writes whatever is
 // queued in one Write (batching by opportunity: a lone call goes at once);
-// the reader hands each answer to the caller its id names.
+// the reader reads whatever has arrived in one read and hands each answer
+// to the caller its id names.
 type muxClient struct {
 	c      net.Conn
 	mu     sync.Mutex
@@ -163,9 +165,13 @@ func (m *muxClient) read() {
 			close(c)
 		}
 	}()
+	// Buffered, as any multiplexer reads: the answers to a batch arrive
+	// together, and one read system call a frame would make the floor
+	// slower than the link it is the floor of.
+	r := bufio.NewReaderSize(m.c, 64<<10)
 	var f [floorFrame]byte
 	for {
-		if _, err := io.ReadFull(m.c, f[:]); err != nil {
+		if _, err := io.ReadFull(r, f[:]); err != nil {
 			m.fail(err)
 			return
 		}
