@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"log/slog"
 	"testing"
 	"time"
 
@@ -19,17 +20,21 @@ import (
 func TestSlowOwnerIsWaitedFor(t *testing.T) {
 	store := &sharedStore{l: local.New(local.Config{})}
 	const ceiling = 400 * time.Millisecond
+	var logs lockedBuffer // the nodes' Info log: a ring change is said there
 	c := nodetest.Start(t, 2, func(cfg *node.Config) {
 		cfg.Store = store
 		cfg.ForwardTimeout = ceiling
 		cfg.HandoffWindow = time.Millisecond
+		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil)).With("node", cfg.Name)
 	})
 	a, b := c.Nodes[0], c.Nodes[1]
 	rule := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: 1000, Window: time.Hour}
 	key := keysOwnedBy(a, b.Name(), 1)[0]
 	for range 20 { // fast answers: the timeout comes down from the ceiling
 		if d, err := a.Allow(ctx, key, rule); err != nil || d.Source != ringlimit.Peer {
-			t.Fatalf("warming: %+v, %v", d, err)
+			st := a.Stats()
+			t.Fatalf("warming: %+v, %v; %s now sees %v, owner %s, changing %v, breaker %s, lag %v; the nodes' log:\n%s",
+				d, err, a.Name(), a.Members(), a.Owner(key), st.Changing, st.Peers[b.Name()], st.Lag, logs.String())
 		}
 	}
 	// The floor plus the lag of this process (all nodes run in it), below
