@@ -115,19 +115,27 @@ type summary struct {
 
 // checkAll holds every counted key-window against the limit, and lists the
 // first few over it.
-func checkAll(windows map[checkWindowKey]int, start time.Time) checkSummary {
+// sources, if not nil, says who decided a window's hits.
+func checkAll(windows map[checkWindowKey]int, sources func(checkWindowKey) map[string]int, start time.Time) checkSummary {
 	c := checkSummary{Limit: checkLimit}
 	for k, n := range windows {
 		c.Windows++
 		c.MaxAdmitted = max(c.MaxAdmitted, n)
 		if n > checkLimit {
 			c.OverLimit++
-			c.Over = append(c.Over, overWindow{Key: k.key, AtS: round1(time.UnixMilli(k.window * checkWindow.Milliseconds()).Sub(start)), Admitted: n})
+			c.Over = append(c.Over, overWindow{Key: k.key, AtS: round1(time.UnixMilli(k.window * checkWindow.Milliseconds()).Sub(start)), Admitted: n, window: k.window})
 		}
 	}
-	slices.SortFunc(c.Over, func(a, b overWindow) int { return cmp.Compare(a.AtS, b.AtS) })
+	slices.SortFunc(c.Over, func(a, b overWindow) int {
+		return cmp.Or(cmp.Compare(a.AtS, b.AtS), cmp.Compare(a.Key, b.Key))
+	})
 	if len(c.Over) > 10 {
 		c.Over = c.Over[:10]
+	}
+	for i := range c.Over {
+		if sources != nil {
+			c.Over[i].Sources = sources(checkWindowKey{c.Over[i].Key, c.Over[i].window})
+		}
 	}
 	return c
 }
@@ -137,6 +145,9 @@ type overWindow struct {
 	Key      string  `json:"key"`
 	AtS      float64 `json:"at_s"` // the window's start, from the start of the run
 	Admitted int     `json:"admitted"`
+	// Sources counts the admitted hits by who decided them.
+	Sources map[string]int `json:"sources,omitempty"`
+	window  int64
 }
 
 func summarize(phases []*phase, windows map[checkWindowKey]int, start time.Time) []phaseSummary {

@@ -217,7 +217,7 @@ loop:
 	}
 	sum := summary{Store: st.Kind(), Nodes: o.nodes, NodesUp: up, DurationS: round1(time.Since(c.start)),
 		Requests: gen.total.Requests.Load(), Errors: gen.total.Errors.Load(),
-		AllWindows: checkAll(gen.windowCounts(), c.start), Phases: summarize(c.phases, gen.windowCounts(), c.start)}
+		AllWindows: checkAll(gen.windowCounts(), gen.windowSources, c.start), Phases: summarize(c.phases, gen.windowCounts(), c.start)}
 	sup.stopAll(3 * time.Second)
 	st.Stop()
 	printSummary(stdout, sum)

@@ -51,9 +51,10 @@ type traffic struct {
 	perNode                  []*counters
 	total                    counters
 
-	phase  atomic.Pointer[phase] // where the current counts go
-	mu     sync.Mutex
-	checks map[checkWindowKey]int // admitted /v1/allow hits per key and window
+	phase   atomic.Pointer[phase] // where the current counts go
+	mu      sync.Mutex
+	checks  map[checkWindowKey]int      // admitted /v1/allow hits per key and window
+	sources map[checkWindowKey][4]int32 // and by whom (ringlimit.Source)
 }
 
 type checkWindowKey struct {
@@ -63,7 +64,7 @@ type checkWindowKey struct {
 
 func newTraffic(rate, keys, hot int, targets []target) *traffic {
 	t := &traffic{rate: rate, keys: max(keys, 1), hot: min(max(hot, 0), max(keys, 1)), workers: 32, targets: targets,
-		checks: map[checkWindowKey]int{}}
+		checks: map[checkWindowKey]int{}, sources: map[checkWindowKey][4]int32{}}
 	t.client = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
 		MaxIdleConnsPerHost: t.workers, IdleConnTimeout: 5 * time.Second}}
 	for range targets {
@@ -172,6 +173,7 @@ func (t *traffic) send(ctx context.Context, rng *rand.Rand, i int) {
 	}
 	req.Header.Set("X-Api-Key", key)
 	t.count(i, func(c *counters) { c.Requests.Add(1) })
+	sent := time.Now()
 	resp, err := t.client.Do(req)
 	if err != nil {
 		t.failed(ctx, i, err.Error())
@@ -188,7 +190,7 @@ func (t *traffic) send(ctx context.Context, rng *rand.Rand, i int) {
 				t.failed(ctx, i, "decoding /v1/allow: "+err.Error())
 				return
 			}
-			t.decided(i, key, d, time.Now())
+			t.decided(i, key, d, sent, time.Now())
 			return
 		}
 		t.count(i, func(c *counters) { c.Allowed.Add(1) })
@@ -201,7 +203,7 @@ func (t *traffic) send(ctx context.Context, rng *rand.Rand, i int) {
 // decided counts a /v1/allow decision, and an admitted hit in its window. The
 // window is found from the decision's ResetAfter (the end of the current
 // fixed window), which tells it exactly even if the reply took a while.
-func (t *traffic) decided(i int, key string, d decisionJSON, now time.Time) {
+func (t *traffic) decided(i int, key string, d decisionJSON, sent, recv time.Time) {
 	src, _ := parseSource(d.Source)
 	t.count(i, func(c *counters) { c.Sources[src].Add(1) })
 	if !d.Allowed {
@@ -209,15 +211,35 @@ func (t *traffic) decided(i int, key string, d decisionJSON, now time.Time) {
 		return
 	}
 	t.count(i, func(c *counters) { c.Allowed.Add(1) })
-	w := checkWindow.Milliseconds()
-	end := now.UnixMilli() + d.ResetAfterMS
-	idx := (end+w/2)/w - 1 // the window that ends at end, give or take the reply's latency
-	if d.ResetAfterMS <= 0 {
-		idx = now.UnixMilli() / w
-	}
+	k := checkWindowKey{key, windowOf(sent, recv, d.ResetAfterMS)}
 	t.mu.Lock()
-	t.checks[checkWindowKey{key, idx}]++
+	t.checks[k]++
+	s := t.sources[k]
+	s[src]++
+	t.sources[k] = s
 	t.mu.Unlock()
+}
+
+// windowOf is the index of the fixed window a decision sent at sent and
+// received at recv was made in, given its ResetAfter (in whole ms, so the
+// window ends within a millisecond after decision time + resetMS): the
+// decision was made between sent and recv, so the window ends at a
+// multiple of the window in [sent+resetMS, recv+resetMS+1], of which there
+// is one while the round trip is shorter than a window. (Taken from recv
+// alone, a reply held for over half a window, as under a CPU quota, was
+// counted in the window after its own, which then looked over its limit.)
+// Without ResetAfter (a fail-open decision) it is recv's window.
+func windowOf(sent, recv time.Time, resetMS int64) int64 {
+	w := checkWindow.Milliseconds()
+	if resetMS <= 0 {
+		return recv.UnixMilli() / w
+	}
+	lo, hi := sent.UnixMilli()+resetMS, recv.UnixMilli()+resetMS+2 // (+2: both reads truncated to the ms)
+	end := (lo + w - 1) / w
+	if hi-lo >= w || end*w > hi {
+		end = ((lo+hi)/2 + w/2) / w // a round trip of a window or more: the nearest to its middle
+	}
+	return end - 1
 }
 
 func (t *traffic) failed(ctx context.Context, i int, msg string) {
@@ -238,6 +260,20 @@ func parseSource(s string) (ringlimit.Source, bool) {
 		}
 	}
 	return ringlimit.Fallback, false
+}
+
+// windowSources returns who decided the admitted hits of key's window.
+func (t *traffic) windowSources(k checkWindowKey) map[string]int {
+	t.mu.Lock()
+	s := t.sources[k]
+	t.mu.Unlock()
+	out := map[string]int{}
+	for src, n := range s {
+		if n > 0 {
+			out[sourceName(src)] = int(n)
+		}
+	}
+	return out
 }
 
 // windowCounts returns the admitted hits per key and window so far.
