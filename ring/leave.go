@@ -109,7 +109,7 @@ func (m *Membership) tellLeaving(msg []byte) <-chan struct{} {
 			defer m.wg.Done()
 			defer sends.Done()
 			for i := next.Add(1) - 1; i < int64(len(to)); i = next.Add(1) - 1 {
-				if err := m.ml.SendReliable(to[i], msg); err != nil {
+				if err := m.sendLeave(to[i], msg); err != nil {
 					m.log.Debug("ring: leave intent not sent", "peer", to[i].Name, "err", err)
 				}
 			}

@@ -87,6 +87,9 @@ type Membership struct {
 	checked  map[string]time.Time    // when each was last checked (at most maxRemembered)
 
 	bcast *memberlist.TransmitLimitedQueue // our gossip messages: leave intents
+	// sendLeave sends a leave intent to one member over a stream: the
+	// memberlist's SendReliable (a test counts the sends in flight).
+	sendLeave func(to *memberlist.Node, msg []byte) error
 
 	kick chan struct{} // capacity 1: a change is waiting to be applied
 	stop chan struct{} // closed by Shutdown
@@ -200,6 +203,7 @@ func NewMembership(cfg Config) (*Membership, error) {
 		return nil, fmt.Errorf("ring: start memberlist: %w", err)
 	}
 	m.ml = ml
+	m.sendLeave = ml.SendReliable
 	m.gossipAddr = ml.LocalNode().Address()
 	if cfg.afterCreate != nil {
 		cfg.afterCreate(m)
