@@ -90,3 +90,27 @@ func LentOut(n *Node, key string, rule ringlimit.Rule) int64 {
 	out, _, _ := n.leases.outstanding(key, rule)
 	return out
 }
+
+// SayLeaving makes n take member, in its current run, for one that
+// announced its leave (as its leave intent does), whatever gossip says.
+func SayLeaving(n *Node, member string) {
+	h := func(name string) (uint64, bool) {
+		if name != member {
+			return n.members.Leaving(name)
+		}
+		n.own.mu.Lock()
+		defer n.own.mu.Unlock()
+		inc := n.own.gossip.incs[name]
+		return inc, inc != 0
+	}
+	n.leavingHook.Store(&h)
+}
+
+// DropLeaver makes n drop member, in its current run, from its view as one
+// that left (as gossip of its leave does).
+func DropLeaver(n *Node, member string) {
+	n.own.mu.Lock()
+	inc := n.own.gossip.incs[member]
+	n.own.mu.Unlock()
+	n.leaves(member, inc)
+}

@@ -64,10 +64,12 @@ type Node struct {
 	// recallAnswered, if set (tests), runs before this node answers a
 	// recall of a lease it held, with what the lease had left.
 	recallAnswered func(left int64)
-	ready          atomic.Bool // latched by Ready
-	goneMu         sync.Mutex
-	gone           map[string]time.Time // members a hand-off message found gone lately (recentlyGone)
-	tracing        bool                 // the hand-off trace is on (trace.go)
+	// leavingHook, if set (tests), stands for the membership's Leaving.
+	leavingHook atomic.Pointer[func(name string) (uint64, bool)]
+	ready       atomic.Bool // latched by Ready
+	goneMu      sync.Mutex
+	gone        map[string]time.Time // members a hand-off message found gone lately (recentlyGone)
+	tracing     bool                 // the hand-off trace is on (trace.go)
 
 	leases leases // hot keys' leases, held and lent (lease.go)
 }

@@ -124,6 +124,22 @@ func (m *Membership) tellLeaving(msg []byte) <-chan struct{} {
 	return ended
 }
 
+// Leaving reports whether the member named name, still a member, announced
+// its leave in this run (its incarnation is the one it had then, which it
+// returns), within leaveIntentTTL. A member announces its leave once its
+// keys' states have gone to their next owners: a call that member no longer
+// answers belongs with them, not with the store.
+func (m *Membership) Leaving(name string) (inc uint64, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	at, leaving := m.leaving[name]
+	info, known := m.members[name]
+	if !leaving || !known || info.inc == 0 || info.inc != m.leftInc[name] || time.Since(at) > leaveIntentTTL {
+		return 0, false
+	}
+	return info.inc, true
+}
+
 // handleMsg handles a gossip message from another member. memberlist calls
 // it from its packet handler: it must not block.
 func (m *Membership) handleMsg(buf []byte) {

@@ -730,3 +730,28 @@ func TestLeaverNotBackFromStaleNews(t *testing.T) {
 	e.NotifyJoin(ghost("ghost", 8)) // restarted
 	waitFor(t, 5*time.Second, "the restarted ghost on the ring", func() bool { return on("ghost") })
 }
+
+// Leaving names a member that announced its leave in its current run only:
+// not before the intent, not for an unknown member, and not once the
+// member is back in another run.
+func TestLeavingIsThisRunsIntent(t *testing.T) {
+	m := start(t, FastLocalConfig("node-0"))
+	e := (*events)(m.Membership)
+	ghost := func(name string, inc uint64) *memberlist.Node {
+		return &memberlist.Node{Name: name, Addr: net.IPv4(127, 0, 0, 1), Port: 1, Meta: meta{RPCAddr: "127.0.0.1:9", Inc: inc}.encode()}
+	}
+	leaving := func(name string, wantInc uint64, want bool) {
+		t.Helper()
+		if inc, ok := m.Leaving(name); ok != want || inc != wantInc {
+			t.Fatalf("Leaving(%s) = %d, %v; want %d, %v", name, inc, ok, wantInc, want)
+		}
+	}
+	e.NotifyJoin(ghost("ghost", 7))
+	leaving("ghost", 0, false)
+	m.handleMsg(append([]byte{msgLeaveIntent}, "ghost"...))
+	leaving("ghost", 7, true)
+	m.handleMsg(append([]byte{msgLeaveIntent}, "stranger"...))
+	leaving("stranger", 0, false)
+	e.NotifyUpdate(ghost("ghost", 8)) // restarted under its name
+	leaving("ghost", 0, false)
+}
