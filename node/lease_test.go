@@ -399,9 +399,7 @@ func TestStaleGiveBackReturnsNothing(t *testing.T) {
 func TestDeclinedAsksBackOff(t *testing.T) {
 	c := nodetest.Start(t, 2, func(cfg *node.Config) { cfg.ForwardTimeout = 5 * time.Second })
 	a, o := c.Nodes[0], c.Nodes[1]
-	waitFor(t, 10*time.Second, "both nodes settled", func() bool {
-		return len(a.Members()) == 2 && len(o.Members()) == 2 && !a.Stats().Changing && !o.Stats().Changing
-	})
+	c.WaitSettled(t, 10*time.Second)
 	key := keysOwnedBy(a, o.Name(), 1)[0]
 	rule := ringlimit.Rule{Limit: 1 << 40, Window: time.Second}
 	start := time.Now()

@@ -27,6 +27,7 @@ func TestSlowOwnerIsWaitedFor(t *testing.T) {
 		cfg.HandoffWindow = time.Millisecond
 		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil)).With("node", cfg.Name)
 	})
+	c.WaitSettled(t, 10*time.Second)
 	a, b := c.Nodes[0], c.Nodes[1]
 	rule := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: 1000, Window: time.Hour}
 	key := keysOwnedBy(a, b.Name(), 1)[0]

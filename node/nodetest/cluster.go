@@ -90,6 +90,35 @@ func (c *Cluster) Add(t testing.TB) *node.Node {
 	return nd
 }
 
+// WaitSettled waits until every node of c sees all of them and no ring
+// change is open on any (Stats().Changing): keys are where the ring says.
+// Right after Start a change can still be open, and a key picked by the
+// ring may be decided by its previous holder for a moment.
+func (c *Cluster) WaitSettled(t testing.TB, timeout time.Duration) {
+	t.Helper()
+	c.WaitMembers(t, timeout, c.Nodes...)
+	deadline := time.Now().Add(timeout)
+	for {
+		settled := true
+		for _, nd := range c.Nodes {
+			if len(nd.Members()) != len(c.Nodes) || nd.Stats().Changing {
+				settled = false
+				break
+			}
+		}
+		if settled {
+			return
+		}
+		if time.Now().After(deadline) {
+			for _, nd := range c.Nodes {
+				t.Logf("%s sees %v, changing %v", nd.Name(), nd.Members(), nd.Stats().Changing)
+			}
+			t.Fatalf("nodetest: the cluster did not settle within %s", timeout)
+		}
+		time.Sleep(10 * time.Millisecond) // polling, with a deadline
+	}
+}
+
 // WaitMembers waits until each of nodes sees exactly the given nodes as
 // members, or fails the test after timeout.
 func (c *Cluster) WaitMembers(t testing.TB, timeout time.Duration, nodes ...*node.Node) {
