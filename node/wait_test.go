@@ -158,13 +158,16 @@ func TestWaitOwnerUnreachableWaitsAtTheStore(t *testing.T) {
 	}
 }
 
-// 5 nodes × 4 goroutines wait in a loop on one 100/s token bucket (burst
+// 5 nodes × 8 goroutines wait in a loop on one 100/s token bucket (burst
 // 1): the fleet is held to the rule. The count admitted over the run never
 // exceeds what the rule allows since its first hit (the holder reserves
 // each turn: however late a waiter wakes, it was admitted once, in its
-// turn); the rate is logged, and must at least reach half the limit (the
-// 20 waiters keep the holder's queue full: only a stall of the whole
-// machine for most of the run would fall below it).
+// turn); the rate is logged, and must at least reach half the limit. The
+// waiters keep the holder's queue full as long as a waiter's round trip,
+// reservation and wake-up take less than waiters ÷ rate: with 4 a node
+// (200 ms), a busy run under -race once made 34.7/s, round trips of over
+// half a second; 40 waiters leave 400 ms, which only a stall of the whole
+// machine for most of the run would use up.
 func TestWaitFleetRate(t *testing.T) {
 	c := nodetest.Start(t, 5, nil)
 	rule := ringlimit.Rule{Algorithm: ringlimit.TokenBucket, Limit: 100, Window: time.Second, Burst: 1}
@@ -180,7 +183,7 @@ func TestWaitFleetRate(t *testing.T) {
 	var wg sync.WaitGroup
 	var errs atomic.Int64
 	for _, nd := range c.Nodes {
-		for range 4 {
+		for range 8 {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -203,7 +206,7 @@ func TestWaitFleetRate(t *testing.T) {
 	span := time.Since(start)
 	got := admitted.Load()
 	allowed := rule.Burst + int64(span.Seconds()*float64(rule.Limit)) + 1
-	t.Logf("%d admitted in %s from 20 waiters on 5 nodes: %.1f/s (rule 100/s)", got, span.Round(time.Millisecond), float64(got)/span.Seconds())
+	t.Logf("%d admitted in %s from 40 waiters on 5 nodes: %.1f/s (rule 100/s)", got, span.Round(time.Millisecond), float64(got)/span.Seconds())
 	if n := errs.Load(); n != 0 {
 		t.Fatalf("%d waiters got errors", n)
 	}
