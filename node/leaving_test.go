@@ -19,6 +19,7 @@ import (
 // failed open and admitted 101 of 100.)
 func TestUnreachableLeaverIsRoutedPast(t *testing.T) {
 	c := nodetest.Start(t, 3, nil)
+	c.WaitSettled(t, 10*time.Second)
 	a, b, leaver := c.Nodes[0], c.Nodes[1], c.Nodes[2]
 	rule := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: 10, Window: time.Hour}
 	// Keys of the leaver's whose next owner is b.

@@ -455,13 +455,14 @@ func (n *Node) ask(ctx context.Context, at string, req *peer.Request, x *extra) 
 	return ringlimit.Decision{}, toStore, nil
 }
 
-// leftOrLeaving reports whether the member at, which this node could not ask, is
-// off the ring or leaving: the call goes down the chain again, to the key's
-// next owner, rather than to the store. A leaver announced its leave after
-// it handed its keys' states to their next owners, so they decide exactly,
+// leftOrLeaving reports whether the member at, which this node could not
+// ask, is off the ring or leaving: the call goes down the chain again, to
+// the key's next owner, rather than to the store. A leaver announced its
+// leave after it handed its keys' states to their next owners (those a push
+// could not deliver go to the store as it closes), so they decide exactly,
 // while the store's copy may be older; and with no store the call would
 // fail open. (A leaver stops answering once its peers have been quiet for
-// a moment: a caller whose gossip has not yet dropped it, on a busy host,
+// a moment: a caller whose gossip had not yet dropped it, on a busy host,
 // met its closed port, and a rolling restart admitted 101 of 100.) Its
 // view drops the leaver at once, as on a refused push (see leaves).
 func (n *Node) leftOrLeaving(at string) bool {
@@ -473,10 +474,17 @@ func (n *Node) leftOrLeaving(at string) bool {
 		leaving = *h
 	}
 	inc, ok := leaving(at)
-	if ok {
+	if !ok {
+		return false
+	}
+	o := &n.own
+	o.mu.RLock()
+	known := o.leavers[at] == inc
+	o.mu.RUnlock()
+	if !known {
 		n.leaves(at, inc)
 	}
-	return ok
+	return true
 }
 
 func (n *Node) fromStore(ctx context.Context, req *peer.Request, x *extra) (ringlimit.Decision, error) {

@@ -1,6 +1,7 @@
 package ring
 
 import (
+	"encoding/binary"
 	"net"
 	"strconv"
 	"sync"
@@ -16,16 +17,25 @@ import (
 // members are to be reconnected. An intent may arrive before or after the
 // member is dropped: either way it is not reconnected.
 
-// msgLeaveIntent starts a leave-intent message; the member's name follows.
-const msgLeaveIntent byte = 1
+// A leave intent is one of two messages: msgLeaveIntent followed by the
+// member's name (what releases before this one send and understand), and
+// msgLeaveIntentRun followed by the member's incarnation (8 bytes, little
+// endian) and its name. A leaver sends the second straight to every member
+// and gossips both; only the second says which run left, so only it makes
+// a member Leaving, and a late copy of it (gossip relays it for a while)
+// names an earlier run once the member has restarted, and is ignored.
+const (
+	msgLeaveIntent    byte = 1
+	msgLeaveIntentRun byte = 2
+)
 
 // leaveIntentTTL is how long a leave intent is remembered: long enough to
 // outlast memberlist's own leave message, short enough that a late copy does
 // not mark a member that came back since as leaving.
 const leaveIntentTTL = 30 * time.Second
 
-// leaveIntent is a leave intent queued for gossip. A newer intent for the
-// same member replaces an older one.
+// leaveIntent is a leave intent queued for gossip. A newer intent of the
+// same kind for the same member replaces an older one.
 type leaveIntent struct {
 	name string
 	msg  []byte
@@ -34,15 +44,34 @@ type leaveIntent struct {
 
 var _ memberlist.NamedBroadcast = (*leaveIntent)(nil)
 
-func newLeaveIntent(name string, done chan struct{}) *leaveIntent {
-	return &leaveIntent{name: name, msg: append([]byte{msgLeaveIntent}, name...), done: done}
+// newLeaveIntent returns name's intent without its run (inc 0), or with it.
+func newLeaveIntent(name string, inc uint64, done chan struct{}) *leaveIntent {
+	msg := append([]byte{msgLeaveIntent}, name...)
+	if inc != 0 {
+		msg = binary.LittleEndian.AppendUint64([]byte{msgLeaveIntentRun}, inc)
+		msg = append(msg, name...)
+	}
+	return &leaveIntent{name: name, msg: msg, done: done}
+}
+
+// parseLeaveIntent returns the member a leave intent names, and its run (0
+// if the intent does not say); ok is false for any other message.
+func parseLeaveIntent(buf []byte) (name string, inc uint64, ok bool) {
+	switch {
+	case len(buf) >= 2 && buf[0] == msgLeaveIntent:
+		return string(buf[1:]), 0, true
+	case len(buf) >= 10 && buf[0] == msgLeaveIntentRun:
+		inc = binary.LittleEndian.Uint64(buf[1:9])
+		return string(buf[9:]), inc, inc != 0
+	}
+	return "", 0, false
 }
 
 func (b *leaveIntent) Invalidates(o memberlist.Broadcast) bool {
 	x, ok := o.(*leaveIntent)
-	return ok && x.name == b.name
+	return ok && x.name == b.name && x.msg[0] == b.msg[0]
 }
-func (b *leaveIntent) Name() string    { return "leave:" + b.name }
+func (b *leaveIntent) Name() string    { return "leave" + strconv.Itoa(int(b.msg[0])) + ":" + b.name }
 func (b *leaveIntent) Message() []byte { return b.msg }
 func (b *leaveIntent) Finished() {
 	if b.done != nil {
@@ -64,15 +93,22 @@ func (m *Membership) announceLeave(wait time.Duration) {
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	done := make(chan struct{})
-	intent := newLeaveIntent(m.cfg.Name, done)
+	inc := m.cfg.Incarnation
+	intent := newLeaveIntent(m.cfg.Name, inc, done)
+	gossip := func() {
+		m.bcast.QueueBroadcast(intent)
+		if inc != 0 { // and for members of earlier releases
+			m.bcast.QueueBroadcast(newLeaveIntent(m.cfg.Name, 0, nil))
+		}
+	}
 	select {
 	case <-m.tellLeaving(intent.msg):
 	case <-t.C:
 		m.log.Debug("ring: leave intent not sent to every member", "wait", wait)
-		m.bcast.QueueBroadcast(intent)
+		gossip()
 		return
 	}
-	m.bcast.QueueBroadcast(intent)
+	gossip()
 	select {
 	case <-done:
 	case <-t.C:
@@ -143,20 +179,22 @@ func (m *Membership) Leaving(name string) (inc uint64, ok bool) {
 // handleMsg handles a gossip message from another member. memberlist calls
 // it from its packet handler: it must not block.
 func (m *Membership) handleMsg(buf []byte) {
-	if len(buf) < 2 || buf[0] != msgLeaveIntent {
-		return
-	}
-	name := string(buf[1:])
-	if name == m.cfg.Name {
+	name, inc, ok := parseLeaveIntent(buf)
+	if !ok || name == m.cfg.Name {
 		return
 	}
 	m.mu.Lock()
+	if info, known := m.members[name]; known && inc != 0 && info.inc != 0 && info.inc != inc {
+		m.mu.Unlock()
+		return // a late copy of an earlier run's intent: this run did not leave
+	}
 	_, seen := m.leaving[name]
+	if inc != 0 {
+		seen = seen && m.leftInc[name] == inc
+		m.leftInc[name] = inc
+	}
 	_, failed := m.failed[name]
 	m.leaving[name] = time.Now()
-	if info, ok := m.members[name]; ok && info.inc != 0 {
-		m.leftInc[name] = info.inc
-	}
 	evictOldest(m.leaving, func(t time.Time) time.Time { return t })
 	for n := range m.leftInc {
 		if _, ok := m.leaving[n]; !ok {
@@ -172,6 +210,6 @@ func (m *Membership) handleMsg(buf []byte) {
 			"left: its leave intent came after it was dropped as failed; it is not reconnected")
 	}
 	if !seen { // pass it on, so it reaches everyone
-		m.bcast.QueueBroadcast(newLeaveIntent(name, nil))
+		m.bcast.QueueBroadcast(newLeaveIntent(name, inc, nil))
 	}
 }

@@ -716,7 +716,7 @@ func TestLeaverNotBackFromStaleNews(t *testing.T) {
 	on := func(name string) bool { return m.Ring().Contains(name) }
 	e.NotifyJoin(ghost("ghost", 7))
 	waitFor(t, 5*time.Second, "ghost on the ring", func() bool { return on("ghost") })
-	m.handleMsg(append([]byte{msgLeaveIntent}, "ghost"...))
+	m.handleMsg(newLeaveIntent("ghost", 7, nil).Message())
 	e.NotifyLeave(ghost("ghost", 7))
 	waitFor(t, 5*time.Second, "ghost off the ring", func() bool { return !on("ghost") })
 	e.NotifyJoin(ghost("ghost", 7)) // stale news of the run that left
@@ -732,8 +732,10 @@ func TestLeaverNotBackFromStaleNews(t *testing.T) {
 }
 
 // Leaving names a member that announced its leave in its current run only:
-// not before the intent, not for an unknown member, and not once the
-// member is back in another run.
+// not before the intent, not from an intent that does not say the run (an
+// earlier release's), not for an unknown member, not once the member is
+// back in another run, and not from a late copy of the earlier run's
+// intent.
 func TestLeavingIsThisRunsIntent(t *testing.T) {
 	m := start(t, FastLocalConfig("node-0"))
 	e := (*events)(m.Membership)
@@ -748,10 +750,44 @@ func TestLeavingIsThisRunsIntent(t *testing.T) {
 	}
 	e.NotifyJoin(ghost("ghost", 7))
 	leaving("ghost", 0, false)
-	m.handleMsg(append([]byte{msgLeaveIntent}, "ghost"...))
+	m.handleMsg(newLeaveIntent("ghost", 0, nil).Message())
+	leaving("ghost", 0, false)
+	m.handleMsg(newLeaveIntent("ghost", 6, nil).Message()) // an earlier run's
+	leaving("ghost", 0, false)
+	m.handleMsg(newLeaveIntent("ghost", 7, nil).Message())
 	leaving("ghost", 7, true)
-	m.handleMsg(append([]byte{msgLeaveIntent}, "stranger"...))
+	m.handleMsg(newLeaveIntent("stranger", 3, nil).Message())
 	leaving("stranger", 0, false)
 	e.NotifyUpdate(ghost("ghost", 8)) // restarted under its name
 	leaving("ghost", 0, false)
+	m.handleMsg(newLeaveIntent("ghost", 7, nil).Message()) // a late copy
+	leaving("ghost", 0, false)
+}
+
+// Every message a member may gossip is handled without a panic, and an
+// intent is taken as its parse says: a malformed one marks nobody.
+func FuzzHandleMsg(f *testing.F) {
+	f.Add(newLeaveIntent("a", 0, nil).Message())
+	f.Add(newLeaveIntent("a", 7, nil).Message())
+	f.Add([]byte{msgLeaveIntentRun, 0, 0, 0, 0, 0, 0, 0, 0, 'a'})
+	f.Add([]byte{msgLeaveIntentRun, 1})
+	f.Add([]byte{9})
+	f.Fuzz(func(t *testing.T, buf []byte) {
+		m := bare()
+		m.members["a"] = memberInfo{inc: 7, addr: "127.0.0.1:1"}
+		m.handleMsg(buf)
+		name, inc, ok := parseLeaveIntent(buf)
+		marked := len(m.leaving)
+		switch {
+		case !ok || name == m.cfg.Name || name == "a" && inc != 0 && inc != 7:
+			if marked != 0 {
+				t.Fatalf("%q marked %v leaving", buf, m.leaving)
+			}
+		case marked != 1:
+			t.Fatalf("%q (%q, run %d) marked %v leaving, want it", buf, name, inc, m.leaving)
+		}
+		if got, want := m.leftInc[name], inc; ok && marked == 1 && got != want {
+			t.Fatalf("%q: run %d recorded, want %d", buf, got, want)
+		}
+	})
 }

@@ -19,6 +19,7 @@ func bare() *Membership {
 		members: map[string]memberInfo{},
 		failed:  map[string]failedMember{},
 		leaving: map[string]time.Time{},
+		leftInc: map[string]uint64{},
 		kick:    make(chan struct{}, 1),
 		bcast:   &memberlist.TransmitLimitedQueue{NumNodes: func() int { return 5 }, RetransmitMult: 4},
 	}
@@ -37,7 +38,7 @@ func TestLeftOrFailed(t *testing.T) {
 	for _, n := range []string{"crashed", "polite", "late"} {
 		ev.NotifyJoin(node(n, 7000))
 	}
-	m.handleMsg(newLeaveIntent("polite", nil).Message()) // intent first
+	m.handleMsg(newLeaveIntent("polite", 0, nil).Message()) // intent first
 	ev.NotifyLeave(node("crashed", 7001))
 	ev.NotifyLeave(node("polite", 7002))
 	ev.NotifyLeave(node("late", 7003))
@@ -53,7 +54,7 @@ func TestLeftOrFailed(t *testing.T) {
 	if _, ok := m.failed["late"]; !ok {
 		t.Fatalf("late: not queued before its intent arrived")
 	}
-	m.handleMsg(newLeaveIntent("late", nil).Message()) // intent after the leave
+	m.handleMsg(newLeaveIntent("late", 0, nil).Message()) // intent after the leave
 	if _, ok := m.failed["late"]; ok {
 		t.Fatalf("a leave intent arriving after the leave did not unqueue the member")
 	}
@@ -70,14 +71,14 @@ func TestLeftOrFailed(t *testing.T) {
 
 func TestLeaveIntentPassedOnOnce(t *testing.T) {
 	m := bare()
-	for _, msg := range [][]byte{nil, {msgLeaveIntent}, {9, 'x'}, newLeaveIntent("self", nil).Message()} {
+	for _, msg := range [][]byte{nil, {msgLeaveIntent}, {9, 'x'}, newLeaveIntent("self", 0, nil).Message()} {
 		m.handleMsg(msg) // malformed, foreign, or our own: ignored
 	}
 	if n := m.bcast.NumQueued(); n != 0 || len(m.leaving) != 0 {
 		t.Fatalf("ignored messages queued %d broadcasts, marked %v leaving", n, m.leaving)
 	}
-	m.handleMsg(newLeaveIntent("x", nil).Message())
-	m.handleMsg(newLeaveIntent("x", nil).Message())
+	m.handleMsg(newLeaveIntent("x", 0, nil).Message())
+	m.handleMsg(newLeaveIntent("x", 0, nil).Message())
 	if n := m.bcast.NumQueued(); n != 1 {
 		t.Fatalf("an intent received twice queued %d broadcasts, want 1", n)
 	}

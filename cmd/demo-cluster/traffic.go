@@ -234,9 +234,9 @@ func windowOf(sent, recv time.Time, resetMS int64) int64 {
 	if resetMS <= 0 {
 		return recv.UnixMilli() / w
 	}
-	lo, hi := sent.UnixMilli()+resetMS, recv.UnixMilli()+resetMS+2 // (+2: both reads truncated to the ms)
+	lo, hi := sent.UnixMilli()+resetMS, recv.UnixMilli()+resetMS+2 // (the end is below hi: both were truncated to the ms)
 	end := (lo + w - 1) / w
-	if hi-lo >= w || end*w > hi {
+	if hi-lo >= w || end*w >= hi {
 		end = ((lo+hi)/2 + w/2) / w // a round trip of a window or more: the nearest to its middle
 	}
 	return end - 1
