@@ -23,6 +23,7 @@ var (
 type result struct {
 	calls      int
 	leased     int    // of them, decided from a lease
+	pastLeaver int    // forwards to a leaver that did not answer, routed past it
 	resolved   uint64 // ring changes resolved by Done
 	slowest    int64  // µs, the longest a call waited for its answer
 	violations []string
@@ -191,7 +192,7 @@ func popEvent(s *sim) *event { return heapPop(&s.q) }
 
 // check applies the invariant and liveness to a finished schedule.
 func (s *sim) check() result {
-	r := result{leased: s.leased}
+	r := result{leased: s.leased, pastLeaver: s.pastLeaver}
 	for _, n := range s.nodes {
 		r.resolved += n.core.Resolved
 	}
@@ -316,12 +317,13 @@ func TestSimulation(t *testing.T) {
 		n = 2000
 	}
 	start := time.Now()
-	calls, violations, slowest, resolved, leased, open := 0, 0, int64(0), uint64(0), 0, 0
+	calls, violations, slowest, resolved, leased, open, pastLeaver := 0, 0, int64(0), uint64(0), 0, 0, 0
 	report := t.Errorf
 	for seed := *simFirst; seed < *simFirst+uint64(n); seed++ {
 		s, r := runSchedule(seed, 0, *simKinds, false)
 		calls += r.calls
 		leased += r.leased
+		pastLeaver += r.pastLeaver
 		resolved += r.resolved
 		slowest = max(slowest, r.slowest)
 		if len(s.unresolved()) > 0 {
@@ -338,10 +340,13 @@ func TestSimulation(t *testing.T) {
 		}
 	}
 	t.Logf("simulation: %d schedules, %d calls, %d violations (%v)", n, calls, violations, time.Since(start).Round(time.Millisecond))
-	t.Logf("ring changes resolved by Done: %d; calls decided from leases: %d", resolved, leased)
+	t.Logf("ring changes resolved by Done: %d; calls decided from leases: %d; forwards routed past a leaver that did not answer: %d", resolved, leased, pastLeaver)
 	t.Logf("schedules that end with a ring change open that waits only on live members (reported, see unresolved): %d of %d", open, n)
 	if leased == 0 {
 		t.Errorf("no call was decided from a lease: the simulation does not cover them")
+	}
+	if pastLeaver == 0 && *simKinds&2 != 0 {
+		t.Errorf("no forward was routed past a leaver: the simulation does not cover it")
 	}
 	if resolved == 0 {
 		t.Errorf("no ring change was ever resolved by the members' Done: the protocol's Done is dead code")

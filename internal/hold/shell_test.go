@@ -349,6 +349,15 @@ func (s *sim) forward(n *snode, c *scall, to, via string) {
 			return
 		}
 		c.tries++
+		if ainc, ok := s.announced[to]; ok && s.nodes[to].inc == ainc && slices.Contains(n.view, to) {
+			// It announced its leave, after its push: node drops it from
+			// this view and routes the call again (route.go's
+			// leftOrLeaving), where the store would not know the state.
+			s.pastLeaver++
+			s.leaves(n, to, ainc)
+			s.reroute(n, c)
+			return
+		}
 		// Slow is not dead: while the owner is in this node's view, the
 		// same call is sent again (it decides it once), for up to 2 s.
 		if (c.tries < 3 || s.now-c.issued < 2000*ms) && slices.Contains(n.view, to) {

@@ -90,13 +90,17 @@ type sim struct {
 
 	nodes   map[string]*snode
 	members []string // the members in the truth (alive, joined, not left)
-	links   map[[2]string]*link
-	store   *simStore
-	rules   map[string]ringlimit.Rule
-	keys    []string
+	// announced holds the members that announced their leave, in the
+	// incarnation that did (node: the leave intent, ring.Membership.Leaving).
+	announced map[string]int
+	links     map[[2]string]*link
+	store     *simStore
+	rules     map[string]ringlimit.Rule
+	keys      []string
 
 	admitted    map[string]int64
 	leased      int // calls decided from leases
+	pastLeaver  int // forwards to a leaver that did not answer, routed past it
 	episodes    map[string]int64
 	calls       []*scall
 	msgs        int
@@ -186,7 +190,7 @@ func (c simClock) Now() time.Time {
 func newSim(cfg simConfig) *sim {
 	s := &sim{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.seed, cfg.seed^0x9e3779b97f4a7c15)),
 		base: 1_700_000_000_000 + 3600_000, nodes: map[string]*snode{}, links: map[[2]string]*link{},
-		rules: map[string]ringlimit.Rule{}, admitted: map[string]int64{}, episodes: map[string]int64{}, parked: map[*scall]func(ringlimit.Decision){}, parkedMoved: map[*scall]func(string){}, credited: map[string]bool{}, storeDecs: map[string]int{}, loads: map[string]int{}}
+		rules: map[string]ringlimit.Rule{}, admitted: map[string]int64{}, episodes: map[string]int64{}, parked: map[*scall]func(ringlimit.Decision){}, parkedMoved: map[*scall]func(string){}, credited: map[string]bool{}, storeDecs: map[string]int{}, loads: map[string]int{}, announced: map[string]int{}}
 	var zero int64
 	s.store = &simStore{claims: map[string]claim{}, lim: memstore.New(memstore.Config{MaxKeys: 1024, Clock: simClock{s, &zero}}), vers: map[string]Version{}}
 	for i := range cfg.keys {
@@ -564,6 +568,7 @@ func (s *sim) leave(name string, restart bool) {
 		// Its leave reaches the others' views a gossip round or a few
 		// later (node's Close: the hand-off, then the leave's broadcast).
 		s.members = without(s.members, name)
+		s.announced[name] = inc // its intent, straight to every member
 		s.at(s.now+s.rnd(0, 250*ms), func() { s.spread(nil) })
 		s.at(s.now+s.rnd(0, 450*ms), func() { s.stop(n, inc, restart, 0) })
 	}
