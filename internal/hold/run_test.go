@@ -432,6 +432,7 @@ func TestSimulationRegressions(t *testing.T) {
 		30650,                      // a pushed copy served to a restarted member's pull, then taken back by this node's own pull: two holders
 		50160,                      // a copy served to a restarted member's pull, then released again to a pull that said its earlier run was gone
 		27758, 46097, 61241, 74158, // a false death left a state with a member the ring never gave it; a join's new owner started it afresh
+		59616, // two leavers each routed a call past the other and dropped it from their views: both decided as the last member
 	} {
 		if _, r := runSchedule(seed, 0, allFaults, false); len(r.violations) > 0 {
 			t.Errorf("seed %d: %s", seed, strings.Join(r.violations, "; "))

@@ -349,10 +349,12 @@ func (s *sim) forward(n *snode, c *scall, to, via string) {
 			return
 		}
 		c.tries++
-		if ainc, ok := s.announced[to]; ok && s.nodes[to].inc == ainc && slices.Contains(n.view, to) {
+		if ainc, ok := s.announced[to]; ok && s.nodes[to].inc == ainc && slices.Contains(n.view, to) && !n.core.Leaving() {
 			// It announced its leave, after its push: node drops it from
 			// this view and routes the call again (route.go's
-			// leftOrLeaving), where the store would not know the state.
+			// leftOrLeaving), where the store would not know the state;
+			// unless this node leaves too (two leavers that dropped each
+			// other would each decide as the last member).
 			s.pastLeaver++
 			s.leaves(n, to, ainc)
 			s.reroute(n, c)
