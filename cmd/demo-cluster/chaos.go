@@ -133,9 +133,10 @@ func checkAll(windows map[checkWindowKey]int, sources func(checkWindowKey) map[s
 		c.Over = c.Over[:10]
 	}
 	for i := range c.Over {
-		if sources != nil {
-			c.Over[i].Sources = sources(checkWindowKey{c.Over[i].Key, c.Over[i].window})
+		if sources == nil {
+			break
 		}
+		c.Over[i].Sources = sources(checkWindowKey{c.Over[i].Key, c.Over[i].window})
 	}
 	return c
 }

@@ -200,9 +200,8 @@ func (t *traffic) send(ctx context.Context, rng *rand.Rand, i int) {
 	}
 }
 
-// decided counts a /v1/allow decision, and an admitted hit in its window. The
-// window is found from the decision's ResetAfter (the end of the current
-// fixed window), which tells it exactly even if the reply took a while.
+// decided counts a /v1/allow decision, sent at sent and received at recv,
+// and an admitted hit in its window (windowOf) and under its source.
 func (t *traffic) decided(i int, key string, d decisionJSON, sent, recv time.Time) {
 	src, _ := parseSource(d.Source)
 	t.count(i, func(c *counters) { c.Sources[src].Add(1) })
@@ -224,8 +223,9 @@ func (t *traffic) decided(i int, key string, d decisionJSON, sent, recv time.Tim
 // received at recv was made in, given its ResetAfter (in whole ms, so the
 // window ends within a millisecond after decision time + resetMS): the
 // decision was made between sent and recv, so the window ends at a
-// multiple of the window in [sent+resetMS, recv+resetMS+1], of which there
-// is one while the round trip is shorter than a window. (Taken from recv
+// multiple of the window at or after sent+resetMS and below recv+resetMS+2
+// (both times truncated to the ms), of which there is one while the round
+// trip is shorter than a window. (Taken from recv
 // alone, a reply held for over half a window, as under a CPU quota, was
 // counted in the window after its own, which then looked over its limit.)
 // Without ResetAfter (a fail-open decision) it is recv's window.
@@ -234,7 +234,7 @@ func windowOf(sent, recv time.Time, resetMS int64) int64 {
 	if resetMS <= 0 {
 		return recv.UnixMilli() / w
 	}
-	lo, hi := sent.UnixMilli()+resetMS, recv.UnixMilli()+resetMS+2 // (the end is below hi: both were truncated to the ms)
+	lo, hi := sent.UnixMilli()+resetMS, recv.UnixMilli()+resetMS+2
 	end := (lo + w - 1) / w
 	if hi-lo >= w || end*w >= hi {
 		end = ((lo+hi)/2 + w/2) / w // a round trip of a window or more: the nearest to its middle

@@ -42,3 +42,27 @@ func TestDecidedWindow(t *testing.T) {
 		}
 	}
 }
+
+// A window over the limit is listed with who decided its hits; one within
+// it is not listed.
+func TestCheckAllListsSources(t *testing.T) {
+	start := time.UnixMilli(1_700_000_000_000)
+	w := start.UnixMilli() / checkWindow.Milliseconds()
+	tr := newTraffic(0, 1, 0, []target{{name: "n1", addr: "127.0.0.1:1", up: func() bool { return true }}})
+	at := func(ms int64) time.Time { return start.Add(time.Duration(ms) * time.Millisecond) }
+	for i := range checkLimit + 1 {
+		src := "peer"
+		if i == 0 {
+			src = "store"
+		}
+		tr.decided(0, "over", decisionJSON{Allowed: true, ResetAfterMS: 500, Source: src}, at(500), at(500))
+	}
+	tr.decided(0, "under", decisionJSON{Allowed: true, ResetAfterMS: 500, Source: "local"}, at(500), at(500))
+	c := checkAll(tr.windowCounts(), tr.windowSources, start)
+	if c.OverLimit != 1 || len(c.Over) != 1 || c.Over[0].Key != "over" || c.Over[0].window != w {
+		t.Fatalf("over: %+v, want the one window of key over", c)
+	}
+	if got := c.Over[0].Sources; got["store"] != 1 || got["peer"] != checkLimit || len(got) != 2 {
+		t.Fatalf("sources of the window over the limit: %v, want store 1, peer %d", got, checkLimit)
+	}
+}
