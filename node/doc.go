@@ -54,7 +54,8 @@
 //	            call is decided (waitwire.go: its messages).
 //	lease.go    hot keys' leases: a borrower decides from a slice of the
 //	            key's allowance its holder took from the state up front;
-//	            the holder recalls them before it denies (leasewire.go).
+//	            the holder recalls them before it denies, for as long as
+//	            the denied caller can wait (leasewire.go).
 //	moves.go    what a push after a ring change visits: the arcs this node
 //	            lost (ring.Moved) and the stray keys, so that a change costs
 //	            what it moves, not a scan of every key.

@@ -47,6 +47,9 @@ func Holds(n *Node, key string) bool { return n.local.Has(key) }
 // answers a recall of a lease it held: a slow answer, in tests.
 func OnRecallAnswered(n *Node, f func(left int64)) { n.recallAnswered = f }
 
+// RecallsSent is the recall and revoke messages n has sent.
+func RecallsSent(n *Node) uint64 { return n.leases.recallsSent.Load() }
+
 // HeldLease reports the lease of key that n holds: the member that granted
 // it, its id there and what it has left.
 func HeldLease(n *Node, key string) (from string, id uint64, left int64, ok bool) {

@@ -428,3 +428,95 @@ func TestDeclinedAsksBackOff(t *testing.T) {
 		t.Fatalf("%d asks in %v, each declined: want at most %d (backing off to one a second)", st.Asked, elapsed, bound)
 	}
 }
+
+// A recall slower than a forwarded call may wait for its holder does not
+// send the call to the store tier: the holder waits for the recall at most
+// a third of the forward timeout, as for a pull (the caller waits half of
+// it at least), and then its denial stands; what the leases had left comes
+// back for the calls after. Here the borrower cannot be reached, and its
+// lease is not swept, so the recall would wait until the grant expires, a
+// second. (In CI, TestHotKeyLeasesAdmitTheLimit admitted 50,012 of 50,000:
+// twelve forwarded denials that waited on recalls longer than their callers
+// waited for them went to the policy, which admitted them.)
+func TestSlowRecallDeniesInTime(t *testing.T) {
+	c := frozenCluster(t, 3, func(cfg *node.Config) {
+		cfg.ForwardTimeout = time.Second
+		cfg.WriteBehind = time.Hour // no sweep: the lease is not given back as it expires
+		cfg.LeaseHot = 8
+		if cfg.Name == "n3" {
+			cfg.LeaseHot = -1 // the caller leases nothing: every call of its is forwarded
+		}
+	})
+	owner, borrower, caller := c.Nodes[0], c.Nodes[1], c.Nodes[2]
+	c.WaitSettled(t, 10*time.Second)
+	key := keysOwnedBy(caller, owner.Name(), 1)[0]
+	const limit = 4000
+	rule := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: limit, Window: time.Hour}
+	var admitted int64
+	for range limit - 200 {
+		if d, err := caller.Allow(ctx, key, rule); err != nil || !d.Allowed || d.Source != ringlimit.Peer {
+			t.Fatalf("a forward of the first %d: %+v, %v", limit-200, d, err)
+		}
+		admitted++
+	}
+	admitted += callUntilLeased(t, borrower, key, rule)
+	_, _, lease, _ := node.HeldLease(borrower, key)
+	c.Network.Drop(owner.Name(), borrower.Name()) // the recall cannot reach the borrower
+	after, sources := hitUntilDenied(t, []*node.Node{caller}, 1, key, rule, false)
+	admitted += after
+	st := owner.Stats()
+	t.Logf("admitted %d of %d (the borrower's lease %d); decisions peer %d, store %d, fallback %d; the owner's recalls %d; the caller's forward failures %d",
+		admitted, limit, lease, sources[ringlimit.Peer], sources[ringlimit.Store], sources[ringlimit.Fallback], st.Leases.Recalls, caller.Stats().ForwardFailures)
+	if st.Leases.Recalls == 0 || lease == 0 {
+		t.Fatalf("recalls %d, lease %d: the test did not recall a lease", st.Leases.Recalls, lease)
+	}
+	if n := sources[ringlimit.Store] + sources[ringlimit.Fallback]; n != 0 {
+		t.Fatalf("%d calls went to the store tier", n)
+	}
+	if admitted > limit || admitted < limit-lease {
+		t.Fatalf("admitted %d, want %d less at most the unreachable borrower's lease (%d)", admitted, limit, lease)
+	}
+}
+
+// Denials that come faster than a borrower answers a recall wait for the
+// recall on its way rather than send more: here 32 callers on the holder
+// are denied while the one borrower's answers take seconds (and its
+// give-back cannot reach the holder), and one recall message goes out, not
+// one a denial. (Each recall message holds a goroutine until it is
+// answered or times out: a second, for a borrower that is gone.)
+func TestRecallsDoNotPileUp(t *testing.T) {
+	c := frozenCluster(t, 2, func(cfg *node.Config) {
+		cfg.ForwardTimeout = time.Second
+		cfg.WriteBehind = time.Hour // no sweep: the lease is not given back as it expires
+		cfg.LeaseHot = 8
+	})
+	owner, borrower := c.Nodes[0], c.Nodes[1]
+	c.WaitSettled(t, 10*time.Second)
+	key := keysOwnedBy(borrower, owner.Name(), 1)[0]
+	const limit = 4000
+	rule := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: limit, Window: time.Hour}
+	admitted := callUntilLeased(t, borrower, key, rule)
+	_, _, lease, _ := node.HeldLease(borrower, key)
+	// The owner's calls to the borrower are answered after 5 s (a new
+	// connection, dialled with the delay), and nothing the borrower sends
+	// reaches the owner.
+	c.Network.Delay(owner.Name(), borrower.Name(), 5*time.Second)
+	c.Network.Drop(owner.Name(), borrower.Name())
+	c.Network.Restore(owner.Name(), borrower.Name())
+	c.Network.Drop(borrower.Name(), owner.Name())
+	before := node.RecallsSent(owner)
+	after, _ := hitUntilDenied(t, []*node.Node{owner}, 32, key, rule, false)
+	admitted += after
+	sent := node.RecallsSent(owner) - before
+	t.Logf("admitted %d of %d (the borrower's lease %d); %d recall messages for 32 denials, %d recalls",
+		admitted, limit, lease, sent, owner.Stats().Leases.Recalls)
+	if lease == 0 || sent == 0 {
+		t.Fatalf("lease %d, recall messages %d: the test did not recall a lease", lease, sent)
+	}
+	if sent > 2 {
+		t.Fatalf("%d recall messages of the one grant while one was on its way: want 1 (2 if a denial came after it timed out)", sent)
+	}
+	if admitted > limit || admitted < limit-lease {
+		t.Fatalf("admitted %d, want %d less at most the borrower's lease (%d)", admitted, limit, lease)
+	}
+}

@@ -59,7 +59,7 @@ func (n *Node) AllowN(ctx context.Context, key string, rule ringlimit.Rule, hits
 			if !had && err == nil {
 				n.trace("fresh", "key", key, "allowed", d.Allowed)
 			}
-			if err == nil && !d.Allowed && hits > 0 && n.leases.nlent.Load() > 0 && n.afterDecision(key, rule, d) {
+			if err == nil && !d.Allowed && hits > 0 && n.leases.nlent.Load() > 0 && n.afterDecision(ctx, key, rule, d, n.recallBy(time.Now(), false)) {
 				// Leases of the key were out: what they had left came back.
 				d, err = n.route(ctx, n.now(), h, "", peer.Request{Op: peer.OpAllow, Key: key, Rule: rule, N: hits}, nil)
 			}
@@ -82,7 +82,7 @@ func (n *Node) AllowN(ctx context.Context, key string, rule ringlimit.Rule, hits
 		switch {
 		case d.Source == ringlimit.Peer:
 			n.sawForward(key, rule, hits)
-		case d.Source == ringlimit.Local && !d.Allowed && n.leases.nlent.Load() > 0 && n.afterDecision(key, rule, d):
+		case d.Source == ringlimit.Local && !d.Allowed && n.leases.nlent.Load() > 0 && n.afterDecision(ctx, key, rule, d, n.recallBy(time.Now(), false)):
 			d, err = n.route(ctx, n.now(), h, "", peer.Request{Op: peer.OpAllow, Key: key, Rule: rule, N: hits}, nil)
 		}
 	}
@@ -530,7 +530,7 @@ func (n *Node) Reset(ctx context.Context, key string) error {
 	}
 	n.dropLease(key)
 	_, err := n.route(ctx, n.now(), ring.Hash(key), "", peer.Request{Op: peer.OpReset, Key: key}, nil)
-	n.recallLeases(key, true) // (if this node decided it: the leases it gave are void)
+	n.recallLeases(ctx, key, true, n.recallBy(time.Now(), false)) // (if this node decided it: the leases it gave are void)
 	return err
 }
 
@@ -567,6 +567,16 @@ func (h ownerHandler) Serve(ctx context.Context, r *peer.Request) peer.Result {
 		return peer.Result{MovedTo: to}
 	}
 	n.stats.served.Add(1)
+	// A recall of the key's leases that this call waits on ends in time
+	// for the caller, which waits at least half the forward timeout: one
+	// deadline for every recall of the call, from the first.
+	var by time.Time
+	recallBy := func() time.Time {
+		if by.IsZero() {
+			by = n.recallBy(time.Now(), true)
+		}
+		return by
+	}
 	if r.From == "" && r.Op != peer.OpReset && n.own.view.Load().OwnerOfHash(hh) == n.name {
 		// Owned here, as on AllowN's fast path.
 		if r.Op == peer.OpAllowAll {
@@ -577,7 +587,7 @@ func (h ownerHandler) Serve(ctx context.Context, r *peer.Request) peer.Result {
 		} else {
 			var d ringlimit.Decision
 			if ok, err := n.local.AllowNIfAt(&d, now, r.Key, hh, r.Rule, r.N, n.fresh); ok || err != nil {
-				if err != nil || d.Allowed || r.N == 0 || n.leases.nlent.Load() == 0 || !n.afterDecision(r.Key, r.Rule, d) {
+				if err != nil || d.Allowed || r.N == 0 || n.leases.nlent.Load() == 0 || !n.afterDecision(ctx, r.Key, r.Rule, d, recallBy()) {
 					return peer.Result{Decision: d, Err: err}
 				}
 				now = n.now() // leases of the key were out, and came back: decided again below
@@ -586,11 +596,11 @@ func (h ownerHandler) Serve(ctx context.Context, r *peer.Request) peer.Result {
 	}
 	var x extra
 	d, next, err := n.here(ctx, now, hh, r, r.From, true, &x)
-	if next == "" && err == nil && r.Op == peer.OpAllow && !d.Allowed && r.N > 0 && n.leases.nlent.Load() > 0 && n.afterDecision(r.Key, r.Rule, d) {
+	if next == "" && err == nil && r.Op == peer.OpAllow && !d.Allowed && r.N > 0 && n.leases.nlent.Load() > 0 && n.afterDecision(ctx, r.Key, r.Rule, d, recallBy()) {
 		d, next, err = n.here(ctx, n.now(), hh, r, r.From, true, &x)
 	}
 	if r.Op == peer.OpReset && next == "" {
-		n.recallLeases(r.Key, true)
+		n.recallLeases(ctx, r.Key, true, recallBy())
 	}
 	switch next {
 	case "":
