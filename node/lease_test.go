@@ -42,7 +42,9 @@ func frozenCluster(t *testing.T, n int, opts ...func(*node.Config)) *nodetest.Cl
 // hitUntilDenied calls key from per goroutines on each of nodes until each
 // is denied, and returns the hits admitted and the decisions by source. The
 // goroutines on the key's owner start once some other node holds a lease
-// (warm), so that the owner's own callers do not spend the key first.
+// and has decided a call from it (warm), so that the owner's own callers,
+// which decide in memory far faster than the others forward, do not spend
+// the key first.
 func hitUntilDenied(t *testing.T, nodes []*node.Node, per int, key string, rule ringlimit.Rule, warm bool) (int64, [4]int64) {
 	t.Helper()
 	var admitted atomic.Int64
@@ -76,12 +78,15 @@ func hitUntilDenied(t *testing.T, nodes []*node.Node, per int, key string, rule 
 		}
 	}
 	if warm {
-		// A lease granted, counted once: one held lasts moments while
-		// sixteen callers spend it, and a poll descheduled on a busy
-		// machine can miss every one of them.
+		// A call decided from a lease, counted once: one held lasts
+		// moments while sixteen callers spend it, and a poll descheduled on
+		// a busy machine can miss every one of them. (Waiting for a lease
+		// granted was not enough: under -race beside busy loops, the
+		// owner's callers then spent the key before any borrower used the
+		// leases it held.)
 		leased := func() bool {
 			for _, nd := range nodes {
-				if s := nd.Stats().Leases; s.Granted > 0 || s.Held > 0 {
+				if nd.Stats().Leases.Decisions > 0 {
 					return true
 				}
 			}
@@ -113,17 +118,37 @@ func hitUntilDenied(t *testing.T, nodes []*node.Node, per int, key string, rule 
 
 // One key hit from every node of five until every caller is denied: the
 // non-owners lease it and decide from their leases, and the key admits its
-// capacity, never more and at most 1 % less (what leases held when the
-// callers stopped; a denial recalls them first). The clock is frozen, so
-// that the key admits its capacity once (no refill, no new window).
+// capacity, never more. The clock is frozen, so that the key admits its
+// capacity once (no refill, no new window).
+//
+// A denial recalls the leases out first, but waits for them only so long
+// (recallBy): on a starved machine the callers can stop while leases still
+// hold hits, at most a hundredth of the capacity a borrower. Those come
+// back as the leases expire or are recalled, and the owner then admits
+// them: what the callers were admitted and what is left once every lease
+// is back make the capacity. (A bound on the first part alone,
+// 1 %, failed beside four busy loops under -race before and after the
+// recall's deadline: 49,484 and 49,000.)
 func TestHotKeyLeasesAdmitTheLimit(t *testing.T) {
+	const limit = 50_000
 	for _, alg := range []ringlimit.Algorithm{ringlimit.TokenBucket, ringlimit.FixedWindow, ringlimit.SlidingWindow} {
 		t.Run(alg.String(), func(t *testing.T) {
 			// Hot at 8 forwards a second, not 32: on a starved machine four
 			// callers a node may forward fewer than 32 a second, and the
 			// test is of what leases admit, not of when a key is hot.
-			c := frozenCluster(t, 5, func(cfg *node.Config) { cfg.LeaseHot = 8 })
-			rule := ringlimit.Rule{Algorithm: alg, Limit: 50_000, Window: time.Hour}
+			// The LAN gossip timings, as in TestExactAcrossTheCluster: with
+			// the fast preset, twenty callers under -race beside busy loops
+			// starve the probes, members are declared dead and come back,
+			// and the key changes holder mid-test with no store to carry
+			// it. Leases out then strand (their holder's state left), and
+			// forwards in flight are decided twice: runs lost 82 and 523
+			// hits that way, and one granted no lease in 20 s. That is the
+			// ring's subject, not this test's.
+			c := frozenCluster(t, 5, func(cfg *node.Config) {
+				cfg.LeaseHot = 8
+				cfg.Gossip = node.GossipLAN
+			})
+			rule := ringlimit.Rule{Algorithm: alg, Limit: limit, Window: time.Hour}
 			key := fmt.Sprintf("hot-%s", alg)
 			got, sources := hitUntilDenied(t, c.Nodes, 4, key, rule, true)
 			var granted, decided, recalls uint64
@@ -133,18 +158,62 @@ func TestHotKeyLeasesAdmitTheLimit(t *testing.T) {
 				decided += s.Decisions
 				recalls += s.Recalls
 			}
-			t.Logf("%s: admitted %d of 50,000; decisions local %d, peer %d, store %d, fallback %d; leases granted %d, recalls %d, calls decided from leases %d",
-				alg, got, sources[ringlimit.Local], sources[ringlimit.Peer], sources[ringlimit.Store], sources[ringlimit.Fallback], granted, recalls, decided)
+			t.Logf("%s: admitted %d of %d; decisions local %d, peer %d, store %d, fallback %d; leases granted %d, recalls %d, calls decided from leases %d",
+				alg, got, limit, sources[ringlimit.Local], sources[ringlimit.Peer], sources[ringlimit.Store], sources[ringlimit.Fallback], granted, recalls, decided)
 			if sources[ringlimit.Store]+sources[ringlimit.Fallback] != 0 {
+				logForwarding(t, c.Nodes)
 				t.Fatalf("%d calls went to the store tier", sources[ringlimit.Store]+sources[ringlimit.Fallback])
 			}
-			if got > 50_000 || got < 49_500 {
-				t.Fatalf("admitted %d, want between 49,500 and 50,000", got)
+			if got > limit {
+				t.Fatalf("admitted %d, over the capacity of %d", got, limit)
 			}
 			if granted == 0 || decided == 0 {
 				t.Fatalf("no lease granted (%d) or used (%d): the test did not exercise leases", granted, decided)
 			}
+			owner := c.Nodes[0]
+			for _, nd := range c.Nodes {
+				if nd.Name() == nd.Owner(key) {
+					owner = nd
+				}
+			}
+			waitFor(t, 20*time.Second, "every lease back", func() bool {
+				for _, nd := range c.Nodes {
+					if s := nd.Stats().Leases; s.Held != 0 || s.Lent != 0 {
+						return false
+					}
+				}
+				return true
+			})
+			rest, _ := hitUntilDenied(t, []*node.Node{owner}, 1, key, rule, false)
+			// A forward whose connection a false death closed (gossip on a
+			// starved host) may have been decided by the owner before it
+			// went down the chain again: decided twice, admitted once (one
+			// such run admitted 49,996: every lease accounted for, and the
+			// connections of two borrowers to the owner closed under
+			// calls). Each counts a redirect.
+			var redirects uint64
+			for _, nd := range c.Nodes {
+				redirects += nd.Stats().Redirects
+			}
+			t.Logf("%d more once every lease was back; %d redirects", rest, redirects)
+			if missing := limit - got - rest; missing < 0 || uint64(missing) > redirects {
+				logForwarding(t, c.Nodes)
+				t.Fatalf("admitted %d, and %d once every lease was back: want the capacity, %d, less at most the calls that went down the chain again (%d)", got, rest, limit, redirects)
+			}
+			if borrowers := int64(len(c.Nodes) - 1); rest > borrowers*limit/100 {
+				t.Fatalf("%d were left when the callers stopped: want at most a hundredth of the capacity a borrower (%d)", rest, borrowers*limit/100)
+			}
 		})
+	}
+}
+
+// logForwarding logs what each node's forwards met: for a test that saw
+// calls go to the store tier.
+func logForwarding(t *testing.T, nodes []*node.Node) {
+	for _, nd := range nodes {
+		st := nd.Stats()
+		t.Logf("%s: forwards %d, failures %d, reroutes %d, redirects %d, served %d; breakers %v; timeouts %v; lag %v; changing %v; leases %+v",
+			nd.Name(), st.Forwards, st.ForwardFailures, st.Reroutes, st.Redirects, st.Served, st.Peers, st.PeerTimeouts, st.Lag, st.Changing, st.Leases)
 	}
 }
 
