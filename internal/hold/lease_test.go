@@ -49,12 +49,17 @@ type simLeases struct {
 	lent     map[string]map[uint64]simGrant
 	arrived  map[string]int64    // key → sim µs its state last came here
 	recalled map[recalledID]bool // grants recalled before they arrived
-	nextID   uint64
+	// recalling holds the grants whose recall is on its way, as node's: a
+	// denial meanwhile sends none of its own (it waits for that one, at
+	// most as long as its caller can, which the simulator's holder does
+	// not: it denies at once).
+	recalling map[uint64]uint64 // (the recall's mark: a later one is not ended by an earlier one's timeout)
+	nextID    uint64
 }
 
 func (l *simLeases) reset() {
 	*l = simLeases{held: map[string]*simLease{}, asking: map[string]bool{}, lent: map[string]map[uint64]simGrant{},
-		arrived: map[string]int64{}, recalled: map[recalledID]bool{}}
+		arrived: map[string]int64{}, recalled: map[recalledID]bool{}, recalling: map[uint64]uint64{}}
 }
 
 // fromLease decides c at n from a lease, if n holds one of its key that
@@ -177,7 +182,10 @@ func (s *sim) takeBack(t *snode, from, key string, id uint64, left int64) {
 	}
 }
 
-// recall asks the borrowers of t's leases of key to give them up.
+// recall asks the borrowers of t's leases of key to give them up: one
+// recall of a grant on its way at a time, as node's. A recall is on its
+// way until its borrower has it, or for simRecallBy if it is lost (node's
+// waits for the answer too: a denial meanwhile sends none in either).
 func (s *sim) recall(t *snode, key string) {
 	lent := t.leases.lent[key]
 	for _, id := range slices.Sorted(maps.Keys(lent)) { // (in order: a schedule is its seed's alone)
@@ -186,8 +194,21 @@ func (s *sim) recall(t *snode, key string) {
 			delete(t.leases.lent[key], id)
 			continue
 		}
-		to := g.to
+		if t.leases.recalling[id] != 0 {
+			s.joinedRecalls++
+			continue
+		}
+		s.seq++
+		mark, inc, to := s.seq, t.inc, g.to
+		t.leases.recalling[id] = mark
+		done := func() {
+			if t.inc == inc && t.leases.recalling[id] == mark {
+				delete(t.leases.recalling, id)
+			}
+		}
+		s.at(s.now+simRecallBy, done)
 		s.send(t.name, to, func() {
+			done()
 			b := s.nodes[to].leases.held[key]
 			if b == nil || b.id != id || b.from != t.name {
 				s.nodes[to].leases.recalled[recalledID{t.name, id}] = true // it goes back when it comes
@@ -198,3 +219,6 @@ func (s *sim) recall(t *snode, key string) {
 		})
 	}
 }
+
+// simRecallBy is how long a recall that is lost is taken to be on its way.
+const simRecallBy = 80 * ms

@@ -98,19 +98,20 @@ type sim struct {
 	rules     map[string]ringlimit.Rule
 	keys      []string
 
-	admitted    map[string]int64
-	leased      int // calls decided from leases
-	pastLeaver  int // forwards to a leaver that did not answer, routed past it
-	episodes    map[string]int64
-	calls       []*scall
-	msgs        int
-	parked      map[*scall]func(ringlimit.Decision) // forwarded calls an owner parked on a pull
-	parkedMoved map[*scall]func(to string)
-	credited    map[string]bool // key+member+incarnation: an episode counted
-	storeDecs   map[string]int  // key: decisions the store made
-	loads       map[string]int  // key: loads from the store
-	log         []string        // the last events, printed with a violation
-	trace       bool
+	admitted      map[string]int64
+	leased        int // calls decided from leases
+	pastLeaver    int // forwards to a leaver that did not answer, routed past it
+	joinedRecalls int // denials that found a grant's recall on its way, and sent none
+	episodes      map[string]int64
+	calls         []*scall
+	msgs          int
+	parked        map[*scall]func(ringlimit.Decision) // forwarded calls an owner parked on a pull
+	parkedMoved   map[*scall]func(to string)
+	credited      map[string]bool // key+member+incarnation: an episode counted
+	storeDecs     map[string]int  // key: decisions the store made
+	loads         map[string]int  // key: loads from the store
+	log           []string        // the last events, printed with a violation
+	trace         bool
 }
 
 type link struct {
