@@ -47,7 +47,7 @@ func Holds(n *Node, key string) bool { return n.local.Has(key) }
 // answers a recall of a lease it held: a slow answer, in tests.
 func OnRecallAnswered(n *Node, f func(left int64)) { n.recallAnswered = f }
 
-// RecallsSent is the recall and revoke messages n has sent.
+// RecallsSent is the recall and revoke messages n has tried to send.
 func RecallsSent(n *Node) uint64 { return n.leases.recallsSent.Load() }
 
 // HeldLease reports the lease of key that n holds: the member that granted

@@ -96,7 +96,8 @@ type leases struct {
 	// lentMu): one at a time a grant, so that denials that come faster
 	// than a borrower answers wait for that recall instead of sending
 	// more (they would pile up behind a borrower that cannot be reached,
-	// each for up to leaseRecallBy). At most the grants lent.
+	// each for up to leaseRecallBy). At most one mark a recall message on
+	// its way.
 	recalling map[uint64]bool
 
 	granted, returned, expired, recalls, decided atomic.Uint64
@@ -745,6 +746,9 @@ func (n *Node) recallLeases(ctx context.Context, key string, revoke bool, by tim
 		select {
 		case a := <-answers:
 			waitTill[a.i] = a.till
+			if back.Load() && !revoke {
+				return true // some came back: decide again (the rest come back for the calls after)
+			}
 			continue
 		case <-wait.C:
 		case <-ctx.Done():
@@ -804,13 +808,14 @@ func (n *Node) recallLeases(ctx context.Context, key string, revoke bool, by tim
 }
 
 // recallBy is when a call that waits on a recall of the leases it would
-// otherwise be denied for stops waiting, its denial standing: a forwarded
-// call a third of the forward timeout after it arrived (its caller waits
-// for the answer half the forward timeout at least, and would then send
-// the call to the store tier, which may admit it: in CI, twelve such calls
-// went to the fail-open policy, and a key admitted 50,012 of 50,000); a
-// call made here twice the forward timeout after it began, as for a pull
-// (parkTimeout).
+// otherwise be denied for stops waiting, its denial standing, given when
+// start was: a forwarded call a third of the forward timeout after its
+// worker took it up (its caller waits for the answer half the forward
+// timeout at least, and would then send the call to the store tier, which
+// may admit it: in CI a key admitted 50,012 of 50,000 that way); a call
+// made here twice the forward timeout after its denial, as for a pull
+// (parkTimeout). A forwarded call served on a connection's reader never
+// waits (see ownerHandler.Serve).
 func (n *Node) recallBy(start time.Time, fwd bool) time.Time {
 	return start.Add(n.parkTimeout(fwd))
 }
@@ -882,6 +887,26 @@ func (n *Node) afterDecision(ctx context.Context, key string, rule ringlimit.Rul
 	}
 	if !d.Allowed && n.leases.mayReturn(key, rule) {
 		return n.recallLeases(ctx, key, false, by)
+	}
+	return false
+}
+
+// recallSoon is afterDecision for a call that must not wait (one served
+// on a connection's reader): the recall goes on its way, and it reports
+// whether the call should be asked again (the leases' hits may come back;
+// the caller's next ask waits for them, on a worker).
+func (n *Node) recallSoon(key string, rule ringlimit.Rule, d ringlimit.Decision) (askAgain bool) {
+	if n.leases.nlent.Load() == 0 {
+		return false
+	}
+	_, _, other := n.leases.outstanding(key, rule)
+	if other {
+		n.recallLeases(context.Background(), key, true, time.Time{})
+		return false
+	}
+	if !d.Allowed && n.leases.mayReturn(key, rule) {
+		n.recallLeases(context.Background(), key, false, time.Time{})
+		return true
 	}
 	return false
 }

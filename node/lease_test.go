@@ -98,7 +98,7 @@ func hitUntilDenied(t *testing.T, nodes []*node.Node, per int, key string, rule 
 					st := nd.Stats()
 					t.Logf("%s: leases %+v; ring changes open %d, changing %v", nd.Name(), st.Leases, st.Sources, st.Changing)
 				}
-				t.Fatalf("no lease of %s granted in 20 s; %d admitted meanwhile", key, admitted.Load())
+				t.Fatalf("no call decided from a lease of %s in 20 s; %d admitted meanwhile", key, admitted.Load())
 			}
 		}
 	}
@@ -126,7 +126,10 @@ func hitUntilDenied(t *testing.T, nodes []*node.Node, per int, key string, rule 
 // hold hits, at most a hundredth of the capacity a borrower. Those come
 // back as the leases expire or are recalled, and the owner then admits
 // them: what the callers were admitted and what is left once every lease
-// is back make the capacity. (A bound on the first part alone,
+// is back make the capacity. (That a recall brings a lease's hits back
+// before the denial is TestExpiredUnsweptLeaseComesBack's and
+// TestLateRecallAnswerLosesNothing's to show; a forwarded denial's is
+// TestForwardedDenialWaitsForItsRecall's.) (A bound on the first part alone,
 // 1 %, failed beside four busy loops under -race before and after the
 // recall's deadline: 49,484 and 49,000.)
 func TestHotKeyLeasesAdmitTheLimit(t *testing.T) {
@@ -501,7 +504,8 @@ func TestDeclinedAsksBackOff(t *testing.T) {
 // A recall slower than a forwarded call may wait for its holder does not
 // send the call to the store tier: the holder waits for the recall at most
 // a third of the forward timeout, as for a pull (the caller waits half of
-// it at least), and then its denial stands; what the leases had left comes
+// it at least), on a worker, never on the connection's reader (where the
+// denials of eight callers would wait in turn), and then its denial stands; what the leases had left comes
 // back for the calls after. Here the borrower cannot be reached, and its
 // lease is not swept, so the recall would wait until the grant expires, a
 // second. (In CI, TestHotKeyLeasesAdmitTheLimit admitted 50,012 of 50,000:
@@ -521,17 +525,24 @@ func TestSlowRecallDeniesInTime(t *testing.T) {
 	key := keysOwnedBy(caller, owner.Name(), 1)[0]
 	const limit = 4000
 	rule := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: limit, Window: time.Hour}
-	var admitted int64
-	for range limit - 200 {
-		if d, err := caller.Allow(ctx, key, rule); err != nil || !d.Allowed || d.Source != ringlimit.Peer {
-			t.Fatalf("a forward of the first %d: %+v, %v", limit-200, d, err)
-		}
-		admitted++
-	}
-	admitted += callUntilLeased(t, borrower, key, rule)
+	admitted := callUntilLeased(t, borrower, key, rule)
 	_, _, lease, _ := node.HeldLease(borrower, key)
 	c.Network.Drop(owner.Name(), borrower.Name()) // the recall cannot reach the borrower
-	after, sources := hitUntilDenied(t, []*node.Node{caller}, 1, key, rule, false)
+	// The owner spends all but two of what is left in one call, so that
+	// the caller's denial comes moments after the grant, while the grant
+	// has most of its second to live (the recall would wait that long).
+	d, err := owner.Peek(ctx, key, rule)
+	if err != nil || d.Remaining < 3 {
+		t.Fatalf("the owner's peek: %+v, %v", d, err)
+	}
+	if d, err := owner.AllowN(ctx, key, rule, d.Remaining-2); err != nil || !d.Allowed {
+		t.Fatalf("the owner's call: %+v, %v", d, err)
+	}
+	admitted += d.Remaining - 2
+	// Eight callers on one connection to the owner: denials that each
+	// waited for their recall on the connection's reader, in turn, kept
+	// the later ones waiting past their callers' timeouts.
+	after, sources := hitUntilDenied(t, []*node.Node{caller}, 8, key, rule, false)
 	admitted += after
 	st := owner.Stats()
 	t.Logf("admitted %d of %d (the borrower's lease %d); decisions peer %d, store %d, fallback %d; the owner's recalls %d; the caller's forward failures %d",
@@ -566,9 +577,9 @@ func TestRecallsDoNotPileUp(t *testing.T) {
 	rule := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: limit, Window: time.Hour}
 	admitted := callUntilLeased(t, borrower, key, rule)
 	_, _, lease, _ := node.HeldLease(borrower, key)
-	// The owner's calls to the borrower are answered after 5 s (a new
-	// connection, dialled with the delay), and nothing the borrower sends
-	// reaches the owner.
+	// The owner's calls to the borrower get no answer before they give up
+	// (a new connection, dialled with 5 s of delay on what the owner reads),
+	// and nothing the borrower sends reaches the owner.
 	c.Network.Delay(owner.Name(), borrower.Name(), 5*time.Second)
 	c.Network.Drop(owner.Name(), borrower.Name())
 	c.Network.Restore(owner.Name(), borrower.Name())
@@ -587,5 +598,47 @@ func TestRecallsDoNotPileUp(t *testing.T) {
 	}
 	if admitted > limit || admitted < limit-lease {
 		t.Fatalf("admitted %d, want %d less at most the borrower's lease (%d)", admitted, limit, lease)
+	}
+}
+
+// A forwarded call that its key's holder would deny while a lease of the
+// key is out gets the lease's hits: the holder recalls the lease, and the
+// call (asked again, on a worker of the connection) is decided once they
+// are back. The key admits exactly its capacity, every hit of the caller's
+// decided by the holder.
+func TestForwardedDenialWaitsForItsRecall(t *testing.T) {
+	c := frozenCluster(t, 3, func(cfg *node.Config) {
+		cfg.LeaseHot = 8
+		if cfg.Name == "n3" {
+			cfg.LeaseHot = -1 // the caller leases nothing: every call of its is forwarded
+		}
+	})
+	owner, borrower, caller := c.Nodes[0], c.Nodes[1], c.Nodes[2]
+	c.WaitSettled(t, 10*time.Second)
+	key := keysOwnedBy(caller, owner.Name(), 1)[0]
+	const limit = 4000
+	rule := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: limit, Window: time.Hour}
+	admitted := callUntilLeased(t, borrower, key, rule)
+	_, _, lease, _ := node.HeldLease(borrower, key)
+	d, err := owner.Peek(ctx, key, rule)
+	if err != nil || d.Remaining < 1 {
+		t.Fatalf("the owner's peek: %+v, %v", d, err)
+	}
+	if d, err := owner.AllowN(ctx, key, rule, d.Remaining); err != nil || !d.Allowed {
+		t.Fatalf("the owner's call: %+v, %v", d, err)
+	}
+	admitted += d.Remaining // the state is spent: what is left is in the lease
+	after, sources := hitUntilDenied(t, []*node.Node{caller}, 1, key, rule, false)
+	admitted += after
+	t.Logf("the caller was admitted %d after the state was spent (the borrower's lease %d); %d of %d in all; decisions peer %d, store %d, fallback %d",
+		after, lease, admitted, limit, sources[ringlimit.Peer], sources[ringlimit.Store], sources[ringlimit.Fallback])
+	if lease == 0 || after == 0 {
+		t.Fatalf("lease %d, admitted after %d: the recall brought nothing back to the forwarded call", lease, after)
+	}
+	if n := sources[ringlimit.Store] + sources[ringlimit.Fallback]; n != 0 {
+		t.Fatalf("%d calls went to the store tier", n)
+	}
+	if admitted != limit {
+		t.Fatalf("admitted %d, want exactly the capacity, %d", admitted, limit)
 	}
 }

@@ -267,13 +267,14 @@ func (t *peerTable) timeouts() map[string]time.Duration {
 	return out
 }
 
-// Quick reports whether r is answered from memory at once: a plain call or
-// reset while no key changes hands (owner.fresh), or for a key whose state
-// is here. Hand-off steps, redirected calls and calls that may
-// first fetch a key's state are served on a worker of the connection, so
-// they delay no other call on it.
+// Quick reports whether r is answered from memory at once: a plain call
+// while no key changes hands (owner.fresh), or for a key whose state is
+// here. Hand-off steps, redirected calls, calls that may first fetch a
+// key's state, and resets (which wait for the key's leases to be revoked)
+// are served on a worker of the connection, so they delay no other call
+// on it.
 func (h ownerHandler) Quick(r *peer.Request) bool {
-	if (r.Op != peer.OpAllow && r.Op != peer.OpAllowAll && r.Op != peer.OpReset) || r.From != "" {
+	if (r.Op != peer.OpAllow && r.Op != peer.OpAllowAll) || r.From != "" {
 		return false
 	}
 	n := h.n

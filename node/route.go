@@ -567,17 +567,22 @@ func (h ownerHandler) Serve(ctx context.Context, r *peer.Request) peer.Result {
 		return peer.Result{MovedTo: to}
 	}
 	n.stats.served.Add(1)
-	// A recall of the key's leases that this call waits on ends in time
-	// for the caller, which waits at least half the forward timeout: one
-	// deadline for every recall of the call, from the first.
-	var by time.Time
-	recallBy := func() time.Time {
-		if by.IsZero() {
-			by = n.recallBy(time.Now(), true)
-		}
-		return by
+	// Leases of the key out when a call is denied are recalled first, and
+	// the call decided again if hits came back (afterDecision). A call its
+	// caller sent here first (From "") may be served on the connection's
+	// reader (Quick), where every later call from that peer waits behind
+	// it: it never waits on a recall, but sends it on its way and answers
+	// "ask again". The caller's next ask names this node (From), is served
+	// on a worker, and waits for that recall until by. (Four callers a
+	// node on one connection, each denial waiting for its recall on the
+	// reader in turn: the last ones waited past their callers' timeouts,
+	// and in CI twelve such calls were decided by the fail-open policy.)
+	quick := r.From == "" && r.Op != peer.OpReset // (a reset is never Quick: it waits for the revokes, on a worker)
+	var by time.Time                              // (quick: none, the recall is not waited for)
+	if !quick {
+		by = n.recallBy(time.Now(), true)
 	}
-	if r.From == "" && r.Op != peer.OpReset && n.own.view.Load().OwnerOfHash(hh) == n.name {
+	if quick && n.own.view.Load().OwnerOfHash(hh) == n.name {
 		// Owned here, as on AllowN's fast path.
 		if r.Op == peer.OpAllowAll {
 			ds, ok, err := n.local.AllowAllIfAt(nil, now, r.Key, hh, r.Rules, r.N, n.fresh)
@@ -587,20 +592,27 @@ func (h ownerHandler) Serve(ctx context.Context, r *peer.Request) peer.Result {
 		} else {
 			var d ringlimit.Decision
 			if ok, err := n.local.AllowNIfAt(&d, now, r.Key, hh, r.Rule, r.N, n.fresh); ok || err != nil {
-				if err != nil || d.Allowed || r.N == 0 || n.leases.nlent.Load() == 0 || !n.afterDecision(ctx, r.Key, r.Rule, d, recallBy()) {
-					return peer.Result{Decision: d, Err: err}
+				if err == nil && !d.Allowed && r.N > 0 && n.leases.nlent.Load() > 0 && n.recallSoon(r.Key, r.Rule, d) {
+					return peer.Result{MovedTo: n.name}
 				}
-				now = n.now() // leases of the key were out, and came back: decided again below
+				return peer.Result{Decision: d, Err: err}
 			}
 		}
 	}
 	var x extra
 	d, next, err := n.here(ctx, now, hh, r, r.From, true, &x)
-	if next == "" && err == nil && r.Op == peer.OpAllow && !d.Allowed && r.N > 0 && n.leases.nlent.Load() > 0 && n.afterDecision(ctx, r.Key, r.Rule, d, recallBy()) {
-		d, next, err = n.here(ctx, n.now(), hh, r, r.From, true, &x)
+	if next == "" && err == nil && r.Op == peer.OpAllow && !d.Allowed && r.N > 0 && n.leases.nlent.Load() > 0 {
+		switch {
+		case quick:
+			if n.recallSoon(r.Key, r.Rule, d) {
+				return peer.Result{MovedTo: n.name}
+			}
+		case n.afterDecision(ctx, r.Key, r.Rule, d, by):
+			d, next, err = n.here(ctx, n.now(), hh, r, r.From, true, &x)
+		}
 	}
 	if r.Op == peer.OpReset && next == "" {
-		n.recallLeases(ctx, r.Key, true, recallBy())
+		n.recallLeases(ctx, r.Key, true, by)
 	}
 	switch next {
 	case "":
