@@ -877,18 +877,21 @@ func (n *Node) dropLease(key string) {
 // the call should be decided again; a call under another rule than the
 // leases' revokes them.
 func (n *Node) afterDecision(ctx context.Context, key string, rule ringlimit.Rule, d ringlimit.Decision, by time.Time) (again bool) {
+	return n.mustRecall(ctx, key, rule, d, by) && n.recallLeases(ctx, key, false, by)
+}
+
+// mustRecall reports whether the call's denial, d, is to recall key's
+// leases (some under rule may still come back); it revokes them if leases
+// under another rule are out (waiting until by for that).
+func (n *Node) mustRecall(ctx context.Context, key string, rule ringlimit.Rule, d ringlimit.Decision, by time.Time) bool {
 	if n.leases.nlent.Load() == 0 {
 		return false
 	}
-	_, _, other := n.leases.outstanding(key, rule)
-	if other {
+	if _, _, other := n.leases.outstanding(key, rule); other {
 		n.recallLeases(ctx, key, true, by)
 		return false
 	}
-	if !d.Allowed && n.leases.mayReturn(key, rule) {
-		return n.recallLeases(ctx, key, false, by)
-	}
-	return false
+	return !d.Allowed && n.leases.mayReturn(key, rule)
 }
 
 // recallSoon is afterDecision for a call that must not wait (one served
@@ -896,19 +899,12 @@ func (n *Node) afterDecision(ctx context.Context, key string, rule ringlimit.Rul
 // whether the call should be asked again (the leases' hits may come back;
 // the caller's next ask waits for them, on a worker).
 func (n *Node) recallSoon(key string, rule ringlimit.Rule, d ringlimit.Decision) (askAgain bool) {
-	if n.leases.nlent.Load() == 0 {
+	bg := context.Background()
+	if !n.mustRecall(bg, key, rule, d, time.Time{}) {
 		return false
 	}
-	_, _, other := n.leases.outstanding(key, rule)
-	if other {
-		n.recallLeases(context.Background(), key, true, time.Time{})
-		return false
-	}
-	if !d.Allowed && n.leases.mayReturn(key, rule) {
-		n.recallLeases(context.Background(), key, false, time.Time{})
-		return true
-	}
-	return false
+	n.recallLeases(bg, key, false, time.Time{})
+	return true
 }
 
 // serveLease serves a lease message from a peer.

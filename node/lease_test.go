@@ -501,49 +501,74 @@ func TestDeclinedAsksBackOff(t *testing.T) {
 	}
 }
 
+// leasedTrio is three nodes on a frozen clock, with a key that the first
+// (owner) holds and the second (borrower) holds a lease of; the third
+// (caller) leases nothing, so that its calls of the key are forwarded. It
+// returns the hits admitted while the borrower leased, and its lease.
+type leasedTrio struct {
+	c                       *nodetest.Cluster
+	owner, borrower, caller *node.Node
+	key                     string
+	rule                    ringlimit.Rule
+	admitted, lease         int64
+}
+
+func startLeasedTrio(t *testing.T, limit int64, opts ...func(*node.Config)) *leasedTrio {
+	c := frozenCluster(t, 3, append(opts, func(cfg *node.Config) {
+		cfg.LeaseHot = 8
+		if cfg.Name == "n3" {
+			cfg.LeaseHot = -1 // the caller leases nothing: every call of its is forwarded
+		}
+	})...)
+	c.WaitSettled(t, 10*time.Second)
+	lt := &leasedTrio{c: c, owner: c.Nodes[0], borrower: c.Nodes[1], caller: c.Nodes[2],
+		rule: ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: limit, Window: time.Hour}}
+	lt.key = keysOwnedBy(lt.caller, lt.owner.Name(), 1)[0]
+	lt.admitted = callUntilLeased(t, lt.borrower, lt.key, lt.rule)
+	_, _, lt.lease, _ = node.HeldLease(lt.borrower, lt.key)
+	return lt
+}
+
+// spendAllBut has the owner spend what is left of the key's state but
+// keep, in one call, and counts it admitted.
+func (lt *leasedTrio) spendAllBut(t *testing.T, keep int64) {
+	d, err := lt.owner.Peek(ctx, lt.key, lt.rule)
+	if err != nil || d.Remaining <= keep {
+		t.Fatalf("the owner's peek: %+v, %v", d, err)
+	}
+	if d, err := lt.owner.AllowN(ctx, lt.key, lt.rule, d.Remaining-keep); err != nil || !d.Allowed {
+		t.Fatalf("the owner's call: %+v, %v", d, err)
+	}
+	lt.admitted += d.Remaining - keep
+}
+
 // A recall slower than a forwarded call may wait for its holder does not
 // send the call to the store tier: the holder waits for the recall at most
 // a third of the forward timeout, as for a pull (the caller waits half of
 // it at least), on a worker, never on the connection's reader (where the
-// denials of eight callers would wait in turn), and then its denial stands; what the leases had left comes
-// back for the calls after. Here the borrower cannot be reached, and its
+// denials of eight callers would wait in turn), and then its denial
+// stands; what the leases had left comes back for the calls after. Here the borrower cannot be reached, and its
 // lease is not swept, so the recall would wait until the grant expires, a
 // second. (In CI, TestHotKeyLeasesAdmitTheLimit admitted 50,012 of 50,000:
 // twelve forwarded denials that waited on recalls longer than their callers
 // waited for them went to the policy, which admitted them.)
 func TestSlowRecallDeniesInTime(t *testing.T) {
-	c := frozenCluster(t, 3, func(cfg *node.Config) {
+	const limit = 4000
+	lt := startLeasedTrio(t, limit, func(cfg *node.Config) {
 		cfg.ForwardTimeout = time.Second
 		cfg.WriteBehind = time.Hour // no sweep: the lease is not given back as it expires
-		cfg.LeaseHot = 8
-		if cfg.Name == "n3" {
-			cfg.LeaseHot = -1 // the caller leases nothing: every call of its is forwarded
-		}
 	})
-	owner, borrower, caller := c.Nodes[0], c.Nodes[1], c.Nodes[2]
-	c.WaitSettled(t, 10*time.Second)
-	key := keysOwnedBy(caller, owner.Name(), 1)[0]
-	const limit = 4000
-	rule := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: limit, Window: time.Hour}
-	admitted := callUntilLeased(t, borrower, key, rule)
-	_, _, lease, _ := node.HeldLease(borrower, key)
-	c.Network.Drop(owner.Name(), borrower.Name()) // the recall cannot reach the borrower
+	owner, caller, lease := lt.owner, lt.caller, lt.lease
+	lt.c.Network.Drop(owner.Name(), lt.borrower.Name()) // the recall cannot reach the borrower
 	// The owner spends all but two of what is left in one call, so that
 	// the caller's denial comes moments after the grant, while the grant
 	// has most of its second to live (the recall would wait that long).
-	d, err := owner.Peek(ctx, key, rule)
-	if err != nil || d.Remaining < 3 {
-		t.Fatalf("the owner's peek: %+v, %v", d, err)
-	}
-	if d, err := owner.AllowN(ctx, key, rule, d.Remaining-2); err != nil || !d.Allowed {
-		t.Fatalf("the owner's call: %+v, %v", d, err)
-	}
-	admitted += d.Remaining - 2
+	lt.spendAllBut(t, 2)
 	// Eight callers on one connection to the owner: denials that each
 	// waited for their recall on the connection's reader, in turn, kept
 	// the later ones waiting past their callers' timeouts.
-	after, sources := hitUntilDenied(t, []*node.Node{caller}, 8, key, rule, false)
-	admitted += after
+	after, sources := hitUntilDenied(t, []*node.Node{caller}, 8, lt.key, lt.rule, false)
+	admitted := lt.admitted + after
 	st := owner.Stats()
 	t.Logf("admitted %d of %d (the borrower's lease %d); decisions peer %d, store %d, fallback %d; the owner's recalls %d; the caller's forward failures %d",
 		admitted, limit, lease, sources[ringlimit.Peer], sources[ringlimit.Store], sources[ringlimit.Fallback], st.Leases.Recalls, caller.Stats().ForwardFailures)
@@ -607,29 +632,12 @@ func TestRecallsDoNotPileUp(t *testing.T) {
 // are back. The key admits exactly its capacity, every hit of the caller's
 // decided by the holder.
 func TestForwardedDenialWaitsForItsRecall(t *testing.T) {
-	c := frozenCluster(t, 3, func(cfg *node.Config) {
-		cfg.LeaseHot = 8
-		if cfg.Name == "n3" {
-			cfg.LeaseHot = -1 // the caller leases nothing: every call of its is forwarded
-		}
-	})
-	owner, borrower, caller := c.Nodes[0], c.Nodes[1], c.Nodes[2]
-	c.WaitSettled(t, 10*time.Second)
-	key := keysOwnedBy(caller, owner.Name(), 1)[0]
 	const limit = 4000
-	rule := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: limit, Window: time.Hour}
-	admitted := callUntilLeased(t, borrower, key, rule)
-	_, _, lease, _ := node.HeldLease(borrower, key)
-	d, err := owner.Peek(ctx, key, rule)
-	if err != nil || d.Remaining < 1 {
-		t.Fatalf("the owner's peek: %+v, %v", d, err)
-	}
-	if d, err := owner.AllowN(ctx, key, rule, d.Remaining); err != nil || !d.Allowed {
-		t.Fatalf("the owner's call: %+v, %v", d, err)
-	}
-	admitted += d.Remaining // the state is spent: what is left is in the lease
-	after, sources := hitUntilDenied(t, []*node.Node{caller}, 1, key, rule, false)
-	admitted += after
+	lt := startLeasedTrio(t, limit)
+	lease := lt.lease
+	lt.spendAllBut(t, 0) // the state is spent: what is left is in the lease
+	after, sources := hitUntilDenied(t, []*node.Node{lt.caller}, 1, lt.key, lt.rule, false)
+	admitted := lt.admitted + after
 	t.Logf("the caller was admitted %d after the state was spent (the borrower's lease %d); %d of %d in all; decisions peer %d, store %d, fallback %d",
 		after, lease, admitted, limit, sources[ringlimit.Peer], sources[ringlimit.Store], sources[ringlimit.Fallback])
 	if lease == 0 || after == 0 {
