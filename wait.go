@@ -11,8 +11,10 @@ import "context"
 // may act, as x/time/rate's Reserve does; it then sleeps on one timer, and
 // callers that do not wait (AllowN) are denied until the waiters ahead of
 // them have had their turn. A waiter that gives up before its instant
-// gives its hits back, less any that waiters who reserved after it were
-// promised. A key's queue reaches at most 2^51 units of the bucket's level
+// gives its hits back: at once if nobody who still waits reserved after
+// it, else once nobody does (those behind it keep the instants they were
+// promised), so a bucket nobody waits on any longer admits as if the
+// waiters who gave up had never come. A key's queue reaches at most 2^51 units of the bucket's level
 // past its capacity (at least one Window of hits; for 100 per second,
 // centuries).
 //

@@ -41,5 +41,7 @@
 // WithWait queues a request over its limit for up to a given time instead
 // of refusing it; Transport is the other direction, an http.RoundTripper
 // that waits for a hit on a ringlimit.Waiter before each request it sends:
-// the fleet-wide client throttle.
+// the fleet-wide client throttle. It waits at most its MaxWait
+// (DefaultMaxWait, 30 s, unless set), and counts each host under one key
+// however its URL spells it (HostKey).
 package httplimit

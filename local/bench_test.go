@@ -173,6 +173,52 @@ func BenchmarkFlood4KiB(b *testing.B) {
 	}
 }
 
+// BenchmarkFloodInUse floods a limiter (MaxBytes 64 MiB) with keys of
+// each length, and of lengths from 16 B to 4 KiB at random, 4× what it
+// holds, and reports the heap in use (HeapInuse) after GC at its highest
+// over the flood, over MaxBytes: what a container's memory limit pays for
+// the keys. It also reports the live heap (HeapAlloc) likewise and the
+// keys held at the end. TestHeapWithinMaxBytes holds the bound at 8 MiB.
+func BenchmarkFloodInUse(b *testing.B) {
+	const maxBytes = 64 << 20
+	rule := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: 5, Window: time.Hour}
+	for _, size := range []int{16, 17, 33, 100, 500, 1000, 2049, 3000, ringlimit.MaxKeyLen, 0} {
+		name := fmt.Sprintf("%dB", size)
+		if size == 0 {
+			name = "mixed"
+		}
+		b.Run(name, func(b *testing.B) {
+			for range b.N {
+				r := rand.New(rand.NewPCG(1, uint64(size)))
+				before := heapStats()
+				l := local.New(local.Config{MaxBytes: maxBytes})
+				avg := size
+				if avg == 0 {
+					avg = ringlimit.MaxKeyLen / 2
+				}
+				n := 4 * maxBytes / (avg + 96)
+				var inuse, alloc uint64
+				for i := range n {
+					k := size
+					if k == 0 {
+						k = 16 + r.IntN(ringlimit.MaxKeyLen-16+1)
+					}
+					id := fmt.Sprintf("%012d", i)
+					l.AllowN(ctx, strings.Repeat("x", max(0, k-len(id)))+id, rule, 1)
+					if i%(n/8) == n/8-1 {
+						m := heapStats()
+						inuse, alloc = max(inuse, m.HeapInuse-before.HeapInuse), max(alloc, m.HeapAlloc-before.HeapAlloc)
+					}
+				}
+				b.ReportMetric(float64(inuse)/maxBytes, "inuse/MaxBytes")
+				b.ReportMetric(float64(alloc)/maxBytes, "live/MaxBytes")
+				b.ReportMetric(float64(l.Stats().Keys), "keys")
+				runtime.KeepAlive(l)
+			}
+		})
+	}
+}
+
 // BenchmarkFixedCost reports the heap a limiter for 1,000 keys holds before
 // its first key, and beyond its keys' own bytes once it holds 1,000 (with
 // MaxKeys 1000, and with the default Config).

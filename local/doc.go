@@ -58,14 +58,21 @@
 // slots of 88 bytes (a 64-byte entry, one cache line; a 16-byte key area;
 // the deny instant), allocated 512 at a time (a shard's first page grows
 // from 8) and kept once allocated; the index, 8-byte buckets kept between
-// 3/8 and 3/4 full; each key over 16 bytes, copied, at its size class; a
-// sliding log's 64-byte header and 8 bytes per distinct millisecond stamp,
-// at most Limit of them, at their size class. Measured over 1M keys: 89.6
-// bytes a key beyond the key string. Under floods of 16 B, 100 B and 4 KiB
-// keys, and of 4 KiB keys after small ones, the live heap the limiter holds
-// is Stats.Bytes (to within 1 % of MaxBytes) plus its shards, measured at
-// 0.82 to 1.01 × MaxBytes with MaxBytes 8 MiB; a test holds it within
-// 1.25 ×. Not counted: in node's store, the list of slots changed since
+// 3/8 and 3/4 full; the key arena, chunks of 8 to 64 KiB that hold each
+// key over 16 bytes and an 8-byte header, compacted when an eighth of one
+// is records that went, and counted whole; a sliding log's 64-byte header,
+// in pages of 127 kept once allocated, and its ring, 8 bytes per distinct
+// millisecond stamp (at most Limit of them), in the key arena. Measured
+// over 1M keys: 89.6 bytes a key beyond the key string. Every chunk and
+// page is a size that has its span to itself, and no key or log has a
+// heap object of its own, so what MaxBytes counts is the heap in use after
+// GC (HeapInuse, what a container's limit pays), not only the live heap:
+// under floods of keys of 16 B to 4 KiB, of mixed lengths, of 4 KiB keys
+// after small ones, and of sliding logs, measured at 0.83 to 1.06 ×
+// MaxBytes with MaxBytes 8 MiB, and Stats.Bytes is the live heap to within
+// 1 % of MaxBytes; tests hold the heap in use within 1.1 × (a heap object
+// per key or log left it at 1.2 to 2.6 ×). See docs/memory.md for sizing a
+// container. Not counted: in node's store, the list of slots changed since
 // the last write-behind (4 bytes each). MaxBytes is per shard (MaxBytes / shards), and so is
 // MaxKeys: a shard may fill a little before the limiter does, and one with
 // a small share (under a few pages) holds fewer keys than its share would

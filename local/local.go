@@ -19,9 +19,14 @@ type Config struct {
 	MaxKeys int
 	// MaxBytes bounds the memory the keys take, as the Go allocator spends
 	// it: slots (88 bytes each, allocated 512 at a time and kept), the index
-	// (8 bytes a bucket, 3/8 to 3/4 full), a key string over 16 bytes
-	// rounded up to its size class, and a sliding log's header and stamps.
-	// It is enforced like MaxKeys, by eviction when a key comes in or a log
+	// (8 bytes a bucket, 3/8 to 3/4 full), the chunks that hold the keys
+	// over 16 bytes (each key's bytes and 8 more, in chunks of 8 to 64 KiB
+	// counted whole), and a sliding log's 64-byte header and its stamps (in
+	// those chunks too). It bounds the heap in use after GC
+	// (runtime.MemStats.HeapInuse), not only the live heap: tests hold it
+	// within 1.1 × MaxBytes under floods of keys of 16 B to 4 KiB and of
+	// sliding logs (docs/memory.md sizes a container by it). It is
+	// enforced like MaxKeys, by eviction when a key comes in or a log
 	// grows. If zero, 256 MiB.
 	MaxBytes int64
 	// Clock tells the time. If nil, the system clock (read directly where
@@ -145,9 +150,10 @@ func (l *Limiter) ReserveN(now time.Time, key string, rule ringlimit.Rule, n int
 }
 
 // CancelAt gives back at now the hits r reserved ahead on a bucket, if
-// their time to act has not come: all of them if no waiter reserved after
-// r, else as many as those later waiters were not promised (x/time/rate's
-// rule), so no waiter acts earlier than the bucket allows.
+// their time to act has not come: at once if no waiter who still waits
+// reserved after r, else once none does (they keep their promised
+// instants, and nobody is placed among them), so a bucket nobody waits on
+// any longer admits as if the waiters who gave up had never come.
 func (l *Limiter) CancelAt(now time.Time, r Reservation) { l.s.CancelAt(now, r) }
 
 // Cancel is CancelAt at the clock's now.

@@ -23,7 +23,7 @@ import (
 )
 
 // The series of a node, of the middleware in front of its API and of the
-// rules file it reloads, on the service's own registry (the README's
+// rules file it reloads, on the service's own registry (docs/operations.md's
 // snippet, from mw on).
 func ExampleRegisterMiddleware() {
 	ctx, cancel := context.WithCancel(context.Background())

@@ -66,6 +66,8 @@ var nodeFamilies = []family{
 		prometheus.CounterValue, func(s *snapshot) uint64 { return s.Forwards }),
 	one("ringlimit_forward_failures_total", "Forwarded calls that got no answer from the owner, or were not sent because its breaker was open, and went to the store.",
 		prometheus.CounterValue, func(s *snapshot) uint64 { return s.ForwardFailures }),
+	one("ringlimit_owner_waits_ended_total", "Calls that, with OwnerWait, waited for a slow owner until their context ended: they returned its error and went to neither the store nor the policy.",
+		prometheus.CounterValue, func(s *snapshot) uint64 { return s.OwnerWaitsEnded }),
 	one("ringlimit_redirects_total", "Calls sent on to a key's new holder while ownership changed.",
 		prometheus.CounterValue, func(s *snapshot) uint64 { return s.Redirects }),
 	one("ringlimit_served_total", "Calls this node decided for its peers, as their keys' owner.",

@@ -111,6 +111,19 @@ type Config struct {
 	// more, 100 ms at least).
 	// The caller's context deadline, if sooner, always wins. If zero, 50 ms.
 	ForwardTimeout time.Duration
+	// OwnerWait, if positive, prefers exactness to latency: a call whose
+	// owner is alive in this node's view but does not answer in time (a
+	// slow, starved or paused owner, or one cut off from this node alone)
+	// is asked again, down the chain, until the caller's context ends
+	// (its error is then returned), or for OwnerWait if the context has no
+	// deadline, instead of going to the store tier at once (which decides
+	// from what the owner last wrote behind, or by Policy when the store
+	// is out too: an overloaded cluster then admits what the owner also
+	// admits). An owner the view drops (dead, or its port refused) still
+	// sends its keys' calls to the store. If zero, a call goes to the store
+	// tier once its forward timed out (and went down the chain again for a
+	// moment: see Stats.Reroutes).
+	OwnerWait time.Duration
 	// StoreTimeout is the ceiling of a call to the store, each store shard
 	// with its own effective timeout, as for ForwardTimeout. If zero, 50 ms.
 	StoreTimeout time.Duration

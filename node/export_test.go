@@ -1,11 +1,13 @@
 package node
 
 import (
+	"context"
 	"time"
 
 	"github.com/ringlimit/ringlimit"
 	"github.com/ringlimit/ringlimit/internal/hold"
 	"github.com/ringlimit/ringlimit/internal/memstore"
+	"github.com/ringlimit/ringlimit/internal/peer"
 	"github.com/ringlimit/ringlimit/ring"
 )
 
@@ -77,7 +79,7 @@ func GiveBack(n *Node, key string, rule ringlimit.Rule, from string, id uint64, 
 func Leasing(n *Node) bool {
 	n.leases.lentMu.Lock()
 	defer n.leases.lentMu.Unlock()
-	return time.Now().UnixMilli()-n.leases.freshAll >= leaseTTL.Milliseconds()
+	return n.leases.clock.Mono()-n.leases.freshAll >= leaseTTL.Milliseconds()
 }
 
 // LeaseAsks is the lease requests of n on their way.
@@ -116,4 +118,31 @@ func DropLeaver(n *Node, member string) {
 	inc := n.own.gossip.incs[member]
 	n.own.mu.Unlock()
 	n.leaves(member, inc)
+}
+
+// ResetHeld resets key's state at n, which holds it, as a Reset served
+// there does, without the revoke of its leases that follows (RevokeLeases):
+// a test serves a give-back in between.
+func ResetHeld(n *Node, key string) error {
+	n.own.mu.RLock()
+	defer n.own.mu.RUnlock()
+	return n.resetHeld(context.Background(), key)
+}
+
+// RevokeLeases revokes the leases n gave of key, as a Reset does after it.
+func RevokeLeases(n *Node, key string) {
+	n.recallLeases(context.Background(), key, true, time.Now().Add(5*time.Second))
+}
+
+// ReturnLeases makes n give back every lease it holds, as Close does.
+func ReturnLeases(n *Node) { n.returnLeases() }
+
+// ReserveOnce is one ask of WaitN for hits of key at n's holder of it:
+// the Decision, how long until the hits act or the waiter asks again, and
+// the cancel WaitN sends if its waiter gives up then.
+func ReserveOnce(n *Node, key string, rule ringlimit.Rule, hits int64) (ringlimit.Decision, time.Duration, func(), error) {
+	ctx := context.Background()
+	w := &waitCall{}
+	d, err := n.route(ctx, n.now(), ring.Hash(key), "", peer.Request{Op: opReserve, Key: key, Rule: rule, N: hits}, &extra{wait: w})
+	return d, w.wait, func() { n.cancelWait(ctx, key, rule, w) }, err
 }

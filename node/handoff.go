@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/ringlimit/ringlimit"
@@ -134,6 +135,7 @@ func (n *Node) applyView() {
 		o.core.SetView(v, v.without(n.name), id, n.nowMs())
 		o.viewID, o.pushFail, o.cur, o.changedAt = id, false, v, time.Now()
 		o.view.Store(r)
+		o.gen.Add(1)
 		// The arcs this node lost, recorded with the view under the lock:
 		// a push that sees the view sees them (see pushOnce).
 		n.moves.lost(prev, r, n.name)
@@ -428,6 +430,7 @@ func (n *Node) endPull(key string, h uint64, a hold.Action) {
 	o := &n.own
 	for a.Kind == hold.Pull || a.Kind == hold.Load {
 		o.begin()
+		o.core.Stop() // (a member the view has alive is given up too)
 		if a.Kind == hold.Pull {
 			a = o.core.Pulled(key, h, a.To, hold.Answer{Kind: hold.Unreachable}, o.held(n.local, key), n.nowMs())
 		} else {
@@ -449,6 +452,7 @@ func (n *Node) drivePull(key string, h uint64, a hold.Action) {
 		switch a.Kind {
 		case hold.Pull:
 			from := a.To
+			start := time.Now()
 			ans := n.askPull(key, a)
 			now := n.nowMs()
 			o.begin()
@@ -468,6 +472,15 @@ func (n *Node) drivePull(key string, h uint64, a hold.Action) {
 			}
 			done := n.afterPull(key, h, act, now)
 			o.end()
+			if (ans.Kind == hold.Unreachable || ans.Kind == hold.Coming) && act.Kind == hold.Pull && act.To == from && n.members.Ring().Contains(from) && !n.pullPause(from, start) {
+				// (Asked again: the core never gives up a member the view
+				// has alive, nor one whose answer says the state is on its
+				// way here (Coming). At most once its timeout, and not past
+				// Close; a member not in the view is asked at once, and
+				// given up after a few tries.)
+				n.endPull(key, h, act)
+				return
+			}
 			if act.Install && act.St == nil {
 				// The member drops the copy it kept for this node.
 				n.holdCall(from, &holdMsg{kind: holdConfirm, from: n.name, items: []pushItem{{key: key}}}, 0)
@@ -532,6 +545,26 @@ func (n *Node) afterPull(key string, h uint64, act hold.Action, now int64) bool 
 	return true
 }
 
+// pullPause waits, after a pull of the member from that began at start and
+// got no answer, until the member's timeout has passed since start: a pull
+// asked again does not spin on a refused or failing connection. false if
+// the node stops meanwhile.
+func (n *Node) pullPause(from string, start time.Time) bool {
+	d := n.cfg.ForwardTimeout
+	if pc := n.peers.get(from); pc != nil {
+		d = pc.client.timeout()
+	}
+	if left := d - time.Since(start); left > 0 {
+		return n.pause(context.Background(), left)
+	}
+	select {
+	case <-n.stop:
+		return false
+	default:
+		return true
+	}
+}
+
 // askPull asks the member a.To for key's state.
 func (n *Node) askPull(key string, a hold.Action) hold.Answer {
 	n.own.mu.RLock()
@@ -540,7 +573,13 @@ func (n *Node) askPull(key string, a hold.Action) hold.Answer {
 	m := &holdMsg{kind: holdPull, from: n.name, key: key, want: a.Inc, gone: a.Gone, goneInc: a.GoneInc, path: path}
 	res, err := n.holdCall(a.To, m, 0)
 	if err != nil {
-		return hold.Answer{Kind: hold.Unreachable}
+		if isRefused(err) {
+			// Its port refused: the membership checks whether its
+			// process is gone, and drops it then (the core gives up on a
+			// member only once the view has dropped it).
+			n.members.Refused(a.To)
+		}
+		return hold.Answer{Kind: hold.Unreachable, Leaving: n.leaverStillMember(a.To)}
 	}
 	ans, err := parseAnswer(res.State)
 	if err != nil {
@@ -549,6 +588,22 @@ func (n *Node) askPull(key string, a hold.Action) hold.Answer {
 	}
 	n.stats.pulls.Add(1)
 	return ans
+}
+
+// leaverStillMember reports whether the member named name is a leaver
+// this node's view dropped early (it refused a push as one: see leaves)
+// while the membership still has it: its leave is no death, it may hold
+// what it gave in an answer not confirmed yet, and the core asks it again
+// (Answer.Leaving) until it leaves the membership.
+func (n *Node) leaverStillMember(name string) bool {
+	if !n.members.Ring().Contains(name) {
+		return false
+	}
+	o := &n.own
+	o.mu.RLock()
+	_, ok := o.leavers[name]
+	o.mu.RUnlock()
+	return ok
 }
 
 // loaded is what a load from the store found.
@@ -623,7 +678,7 @@ func (n *Node) serveHold(items []peer.Item) peer.Result {
 		h := ring.Hash(m.key)
 		o.begin()
 		r := o.core.Asked(hold.Ask{Key: m.key, Hash: h, From: m.from, Inc: m.want, Path: m.path,
-			Gone: m.gone, GoneInc: m.goneInc, Has: n.local.Has(m.key), Now: now})
+			Gone: m.gone, GoneInc: m.goneInc, Has: n.local.Has(m.key), Now: now, Fork: randOrigin()})
 		a := r.A
 		if n.tracing {
 			n.trace("asked", "key", m.key, "from", m.from, "want", m.want, "path", m.path, "gone", m.gone, "give", r.Give, "answer", a.Kind, "answerTo", a.To)
@@ -740,15 +795,49 @@ func (n *Node) handOffAll() {
 	o := &n.own
 	o.begin()
 	o.core.Leave(o.cur.without(n.name))
+	o.gen.Add(1)
 	o.end()
-	n.handOffRounds()
+	deadline := time.Now().Add(n.pushTimeout())
+	n.handOffRounds(deadline)
+	n.awaitTaken(deadline)
+}
+
+// awaitTaken waits, after the hand-off's push, until every state this node
+// gave away is confirmed by its taker (Core.Unconfirmed), at most until
+// deadline, before Close leaves the membership: its peers drop their
+// connections to a member that left, and can ask it nothing more. A state
+// given in a pull's answer that is still on its way (or was lost) is kept
+// here as a copy until the taker confirms it, and the taker's next pull
+// gets it; gone with this node, the copy would be lost while its taker,
+// given up on asking, started the key from the store (the simulator found
+// it: swarm seed 1093). What comes back meanwhile (a taker that gave up,
+// Dropped) is pushed on again.
+func (n *Node) awaitTaken(deadline time.Time) {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	o := &n.own
+	for {
+		o.mu.RLock()
+		left := o.core.Unconfirmed()
+		o.mu.RUnlock()
+		if left == 0 || time.Now().After(deadline) {
+			return
+		}
+		if n.local.Stats().Keys > 0 {
+			n.handOffRounds(deadline)
+		}
+		select {
+		case <-t.C:
+		case <-n.stop:
+			return
+		}
+	}
 }
 
 // handOffRounds pushes every state held here to its owner, round after
 // round while a round gives something and states are left, at most
-// maxHandOffRounds rounds and pushTimeout.
-func (n *Node) handOffRounds() {
-	deadline := time.Now().Add(n.pushTimeout())
+// maxHandOffRounds rounds and until deadline.
+func (n *Node) handOffRounds(deadline time.Time) {
 	for range maxHandOffRounds {
 		if n.local.Stats().Keys == 0 || time.Now().After(deadline) || n.pushOnce() == 0 {
 			return
@@ -766,7 +855,7 @@ const maxHandOffRounds = 8
 // pull's answer that arrived late) goes to its owner too (handOffRounds);
 // what is still here then is written to the store.
 func (n *Node) finishHandOff() {
-	n.handOffRounds()
+	n.handOffRounds(time.Now().Add(n.pushTimeout()))
 	var left []pushItem
 	n.own.mu.Lock()
 	n.local.Range(func(key string, st memstore.State) bool {
@@ -774,7 +863,14 @@ func (n *Node) finishHandOff() {
 		return true
 	})
 	n.own.mu.Unlock()
-	if len(left) > 0 {
+	switch {
+	case len(left) == 0:
+	case n.states == nil:
+		// A node alone, or the last to leave, with no store: nowhere to
+		// put them, and no fault.
+		n.cfg.Logger.Info("node: closing: key states dropped (no other member took them, and no store is configured)",
+			"node", n.name, "keys", len(left))
+	default:
 		n.warn.Warn("hand-off left states", "node: closing with states no member took; they go to the store",
 			"node", n.name, "keys", len(left))
 		n.writeLost(left)
@@ -845,3 +941,7 @@ func (n *Node) markGone(name string) {
 
 // maxGone bounds the members recentlyGone remembers.
 const maxGone = 1024
+
+// isRefused reports whether a hand-off call failed because the member's
+// port refused the connection: its process may be gone.
+func isRefused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }

@@ -28,11 +28,13 @@ type load struct {
 	nodes []*node.Node
 
 	admitted, sent []atomic.Int64 // by key
+	failOpen       []atomic.Int64 // by key: admitted by the fail-open policy (Source Fallback)
 	byMu           sync.Mutex
 	by             []map[string]int // by key: admitted, by node called and source
 	sources        [4]atomic.Int64
 	errs           atomic.Int64
 	stop           chan struct{}
+	stopOnce       sync.Once
 	wg             sync.WaitGroup
 }
 
@@ -40,11 +42,15 @@ type load struct {
 // pace is not zero.
 func startLoad(t *testing.T, nodes []*node.Node, keys []string, rules []ringlimit.Rule, workers int, pace ...time.Duration) *load {
 	l := &load{t: t, keys: keys, rules: rules, nodes: slices.Clone(nodes),
-		admitted: make([]atomic.Int64, len(keys)), sent: make([]atomic.Int64, len(keys)), stop: make(chan struct{}),
+		admitted: make([]atomic.Int64, len(keys)), sent: make([]atomic.Int64, len(keys)), failOpen: make([]atomic.Int64, len(keys)), stop: make(chan struct{}),
 		by: make([]map[string]int, len(keys))}
 	for k := range l.by {
 		l.by[k] = map[string]int{}
 	}
+	// A test that fails before finish must not leave its callers spinning
+	// on closed nodes: they starved every later test of the package (beside
+	// eight busy loops, one failure became a 30-minute timeout).
+	t.Cleanup(l.finish)
 	for g := range workers {
 		l.wg.Add(1)
 		go func() {
@@ -84,6 +90,9 @@ func startLoad(t *testing.T, nodes []*node.Node, keys []string, rules []ringlimi
 				l.sources[d.Source].Add(1)
 				if d.Allowed {
 					l.admitted[k].Add(1)
+					if d.Source == ringlimit.Fallback {
+						l.failOpen[k].Add(1)
+					}
 					l.byMu.Lock()
 					l.by[k][nd.Name()+"/"+d.Source.String()]++
 					l.byMu.Unlock()
@@ -131,30 +140,39 @@ func (l *load) moreCalls(n int64) {
 }
 
 func (l *load) finish() {
-	close(l.stop)
+	l.stopOnce.Do(func() { close(l.stop) })
 	l.wg.Wait()
 }
 
-// check fails the test for any key admitted beyond its limit and for any
-// caller error, and returns the total admitted and the total limit.
+// check fails the test for any key admitted beyond its limit, except
+// through the fail-open policy's decisions on that key (counted and
+// printed: an overloaded host's forward that outlived its timeout, with no
+// store), and for any caller error. It returns the total admitted and the
+// total limit.
 func (l *load) check() (admitted, limit int64) {
 	l.t.Helper()
-	over := 0
+	over, failOpen, overByPolicy := 0, int64(0), 0
 	for k := range l.keys {
-		got, lim := l.admitted[k].Load(), l.rules[k].Limit
+		got, lim, fo := l.admitted[k].Load(), l.rules[k].Limit, l.failOpen[k].Load()
 		admitted += got
 		limit += lim
-		if got > lim {
+		failOpen += fo
+		if got > lim && got <= lim+fo {
+			overByPolicy++
+			l.t.Logf("%s (%s): %d admitted, limit %d, of them %d by the fail-open policy", l.keys[k], l.rules[k].Algorithm, got, lim, fo)
+		}
+		if got > lim+fo {
 			if over++; over <= 10 {
 				l.byMu.Lock()
-				l.t.Errorf("%s (%s): %d admitted, limit %d (by node called and source: %v)", l.keys[k], l.rules[k].Algorithm, got, lim, l.by[k])
+				l.t.Errorf("%s (%s): %d admitted, limit %d, %d by the fail-open policy (by node called and source: %v)", l.keys[k], l.rules[k].Algorithm, got, lim, fo, l.by[k])
 				l.byMu.Unlock()
 			}
 		}
 	}
 	if over > 0 {
-		l.t.Errorf("%d of %d keys over-admitted", over, len(l.keys))
+		l.t.Errorf("%d of %d keys over-admitted beyond their fail-open decisions", over, len(l.keys))
 	}
+	l.t.Logf("fail-open decisions that admitted: %d, on %d keys over their limit through them alone", failOpen, overByPolicy)
 	if n := l.errs.Load(); n != 0 {
 		l.t.Errorf("%d caller errors", n)
 	}
@@ -182,6 +200,15 @@ func logHandoffStats(t *testing.T, nodes []*node.Node) {
 	}
 }
 
+// loadGossip sets the gossip of the tests of hand-offs under load to
+// GossipLAN, the default preset. Beside eight busy loops and the rest of
+// this package, GossipFast's detector dropped live members (a view without
+// a member that was never down), so keys could not settle where the rings
+// put them within 20 s, and a holder declared dead while alive may add up
+// to a key's capacity (docs/holder-authority.md: that design is not built
+// yet). These tests are of hand-offs, not of the failure detector.
+func loadGossip(cfg *node.Config) { cfg.Gossip = node.GossipLAN }
+
 // Every node of a 4-node cluster is restarted in turn (Close, then a new
 // node of the same name joins) while 16 goroutines send hits for 150 keys of
 // every algorithm to the live nodes. The clock is frozen, so a key admits
@@ -203,6 +230,7 @@ func TestRollingRestartUnderLoad(t *testing.T) {
 				traced(t, cfg)
 				cfg.Clock = clk
 				cfg.ForwardTimeout = 5 * time.Second // two cores under -race
+				loadGossip(cfg)
 				if addr != "" {
 					cfg.ValkeyAddrs = []string{addr}
 				}
@@ -251,6 +279,7 @@ func TestScaleOutUnderLoad(t *testing.T) {
 		traced(t, cfg)
 		cfg.Clock = clk
 		cfg.ForwardTimeout = 5 * time.Second
+		loadGossip(cfg)
 	})
 	const limit = 100
 	keys, rules := handoffKeys(30, limit)
@@ -318,6 +347,10 @@ func TestOwnerCrashWriteBehindBoundsLoss(t *testing.T) {
 	})
 	perInterval := float64(l.totalAdmitted()-a0) / float64(len(keys)) / (float64(time.Since(t0)) / float64(interval))
 	beforeCrash := l.totalAdmitted()
+	// A starved owner writes behind late: its interval stretches by as
+	// long as it is descheduled (Stats.Lag, the largest lateness of its own
+	// timer lately), and the hits of that stretch are lost with it too.
+	lag := victim.Stats().Lag
 	node.Crash(victim)
 	crashed := time.Now()
 	c.WaitMembers(t, 10*time.Second, a, b)
@@ -343,11 +376,14 @@ func TestOwnerCrashWriteBehindBoundsLoss(t *testing.T) {
 		t.Errorf("%d caller errors", n)
 	}
 	// The dead owner's last interval (and the write in flight) is lost;
-	// allow two intervals' worth and some scheduling slack, far below what
-	// it had admitted (half the limit).
-	if bound := int64(2*perInterval) + 10; worst > bound {
-		t.Errorf("over-admitted by up to %d per key, more than two write-behind intervals' worth (%d)", worst, bound)
+	// allow two intervals' worth, stretched by its lag, and some scheduling
+	// slack, far below what it had admitted (half the limit). (Beside eight
+	// busy loops: 63 per key lost at 9 hits per interval; the bound without
+	// the lag was 27.)
+	if bound := int64(perInterval*(2+float64(lag)/float64(interval))) + 10; worst > bound {
+		t.Errorf("over-admitted by up to %d per key, more than two write-behind intervals' worth stretched by the owner's lag %s (%d)", worst, lag, bound)
 	}
+	t.Logf("the owner's lag before the crash: %s", lag)
 	var loads uint64
 	for _, nd := range []*node.Node{a, b} {
 		loads += nd.Stats().Loads
@@ -378,7 +414,12 @@ func TestWriteBehindStoreDownDropsOldest(t *testing.T) {
 			t.Fatalf("call %d: %+v, %v", i, d, err)
 		}
 	}
-	waitFor(t, 5*time.Second, "900 drops", func() bool { return a.Stats().WriteDrops >= 900 })
+	// The drops are counted when a tick drains the marks, before that
+	// tick's write to the dead store fails: wait for both.
+	waitFor(t, 10*time.Second, "900 drops and a failed write", func() bool {
+		s := a.Stats()
+		return s.WriteDrops >= 900 && s.WriteFailures > 0
+	})
 	s := a.Stats()
 	if s.Writes != 0 || s.WriteFailures == 0 || s.WriteDrops != 900 {
 		t.Fatalf("writes %d, failures %d, drops %d; want 0, some, 900", s.Writes, s.WriteFailures, s.WriteDrops)
@@ -534,6 +575,7 @@ func TestKeysHeldEqualLiveKeysAfterChanges(t *testing.T) {
 	c := nodetest.Start(t, 2, func(cfg *node.Config) {
 		cfg.Clock = clk
 		cfg.ForwardTimeout = 5 * time.Second
+		loadGossip(cfg)
 	})
 	const keys = 5000
 	rule := ringlimit.Rule{Limit: 10, Window: time.Hour}

@@ -245,7 +245,7 @@ func parseAnswer(b []byte) (hold.Answer, error) {
 	bad := func(what string) (hold.Answer, error) {
 		return hold.Answer{}, fmt.Errorf("%w: answer: %s", errHoldMsg, what)
 	}
-	if len(b) < 1 || b[0] > byte(hold.Gone) || hold.AnswerKind(b[0]) == hold.Unreachable {
+	if len(b) < 1 || b[0] > byte(hold.Coming) || hold.AnswerKind(b[0]) == hold.Unreachable {
 		return bad("kind")
 	}
 	a := hold.Answer{Kind: hold.AnswerKind(b[0])}

@@ -46,6 +46,7 @@ func TestHoldMessagesRoundTrip(t *testing.T) {
 		{Kind: hold.State}, // a state that expired
 		{Kind: hold.Mine},
 		{Kind: hold.Gone},
+		{Kind: hold.Coming},
 	} {
 		got, err := parseAnswer(appendAnswer(nil, a))
 		if err != nil || !reflect.DeepEqual(got, a) {

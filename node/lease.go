@@ -63,8 +63,8 @@ type leases struct {
 	held     map[string]*borrowed
 	nheld    atomic.Int64 // len(held), for a lock-free miss
 	hot      map[string]int32
-	lastAsk  map[string]int64 // UnixMilli: when a forward last asked for a lease of the key (this period)
-	periodAt int64            // UnixMilli of the period's start (system clock)
+	lastAsk  map[string]int64 // ms (clock.Mono): when a forward last asked for a lease of the key (this period)
+	periodAt int64            // ms (clock.Mono) of the period's start
 	asks     int              // requests on their way
 	asking   map[string]bool  // the keys they are for: one at a time a key
 
@@ -101,8 +101,11 @@ type leases struct {
 	recalling map[uint64]bool
 
 	granted, returned, expired, recalls, decided atomic.Uint64
+	dropped                                      atomic.Uint64 // give-backs that found no grant, or a state not theirs
 	recallsSent                                  atomic.Uint64 // recall and revoke messages (tests)
 	asked, declined                              atomic.Uint64
+	// clock tells the time (see leaseClock); set before the node starts.
+	clock leaseClock
 	// declines counts, by key, the asks declined in a row (under mu): a
 	// key whose holder keeps declining (one far under its limit, whose
 	// bucket a lease would overflow) asks after twice the wait each time,
@@ -110,6 +113,23 @@ type leases struct {
 	// keys; past it, the counts start again.
 	declines map[string]uint8
 }
+
+// leaseClock is what the leases read the time from. Every lifetime,
+// period and wait of theirs is on Mono: ms since the node started, on the
+// monotonic clock. (They were read from the wall clock, so a borrower
+// whose clock stepped back kept its lease longer, and a holder whose clock
+// stepped forward forgot its grants early.) Wall is read once, for the
+// grant ids, which must differ across the node's incarnations.
+type leaseClock interface {
+	Wall() time.Time
+	Mono() int64
+}
+
+// sysLeaseClock is the system's: Mono is time.Since(start).
+type sysLeaseClock struct{ start time.Time }
+
+func (c sysLeaseClock) Wall() time.Time { return time.Now() }
+func (c sysLeaseClock) Mono() int64     { return int64(time.Since(c.start) / time.Millisecond) }
 
 type recallKey struct {
 	from string
@@ -124,8 +144,8 @@ type borrowed struct {
 	rule  ringlimit.Rule
 	left  atomic.Int64
 	size  int64
-	at    int64  // UnixMilli, system clock: when it was asked for
-	until int64  // UnixMilli, system clock: after it the lease is void
+	at    int64  // ms (leases.clock.Mono): when it was asked for
+	until int64  // ms (leases.clock.Mono): after it the lease is void
 	from  string // the member that granted it
 	id    uint64 // its id there
 	asked atomic.Bool
@@ -135,13 +155,18 @@ type borrowed struct {
 type ledger struct {
 	rule   ringlimit.Rule
 	grants map[uint64]grant
+	// reset is set when the key's state was reset here (resetHeld), in
+	// the same step: its grants were taken from the state before, so
+	// nothing they give back goes into the state now, and no lease is
+	// granted until their revoke (recallLeases) forgets them.
+	reset bool
 }
 
 type grant struct {
 	to    string
 	n     int64
 	took  time.Time // the node's clock, when taken (memstore.Return's window)
-	until int64     // UnixMilli, system clock, with a margin past the borrower's
+	until int64     // ms (leases.clock.Mono), with a margin past the borrower's
 }
 
 // mayReturn reports whether what is left of g may still come back at now:
@@ -162,8 +187,11 @@ func (ls *leases) init() {
 	ls.recalled = map[recallKey]int64{}
 	ls.recalling = map[uint64]bool{}
 	ls.wake = make(chan struct{})
-	start := time.Now()
-	ls.freshAll = start.UnixMilli() // (a new node waits leaseTTL: an earlier one under its name may have leased)
+	if ls.clock == nil {
+		ls.clock = sysLeaseClock{start: time.Now()}
+	}
+	start := ls.clock.Wall()
+	ls.freshAll = ls.clock.Mono() // (a new node waits leaseTTL: an earlier one under its name may have leased)
 	ls.nextID = uint64(start.UnixNano())
 }
 
@@ -173,7 +201,7 @@ const maxFresh = 1 << 16
 // arrived records that key's state came here from another member or the
 // store: it is not leased for leaseTTL.
 func (ls *leases) arrived(key string) {
-	now := time.Now().UnixMilli()
+	now := ls.clock.Mono()
 	ls.lentMu.Lock()
 	defer ls.lentMu.Unlock()
 	if len(ls.fresh) >= maxFresh {
@@ -215,7 +243,7 @@ func (n *Node) fromLease(key string, rule ringlimit.Rule, hits int64) (ringlimit
 	ls.mu.RLock()
 	b := ls.held[key]
 	ls.mu.RUnlock()
-	now := time.Now().UnixMilli()
+	now := ls.clock.Mono()
 	if b == nil || b.rule != rule || now >= b.until {
 		return ringlimit.Decision{}, false
 	}
@@ -251,7 +279,7 @@ func (n *Node) sawForward(key string, rule ringlimit.Rule, hits int64) {
 		return
 	}
 	ls := &n.leases
-	now := time.Now().UnixMilli()
+	now := ls.clock.Mono()
 	ls.mu.Lock()
 	if now-ls.periodAt >= leasePeriod.Milliseconds() {
 		clear(ls.hot)
@@ -347,7 +375,7 @@ func (n *Node) requestLease(key string, rule ringlimit.Rule, want int64) {
 	ls.mu.RUnlock()
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ForwardTimeout)
 	defer cancel()
-	sent := time.Now()
+	sent := ls.clock.Mono()
 	ls.asked.Add(1)
 	res, err := pc.client.Do(ctx, leaseRequest(m))
 	if err != nil || res.Err != nil {
@@ -372,7 +400,7 @@ func (n *Node) requestLease(key string, rule ringlimit.Rule, want int64) {
 		ls.declined.Add(1)
 		return
 	}
-	b := &borrowed{rule: rule, size: a.n, at: sent.UnixMilli(), until: sent.Add(a.life).UnixMilli(), from: to, id: a.id}
+	b := &borrowed{rule: rule, size: a.n, at: sent, until: sent + a.life.Milliseconds(), from: to, id: a.id}
 	b.left.Store(a.n)
 	ls.mu.Lock()
 	if _, gone := ls.recalled[recallKey{to, a.id}]; gone {
@@ -414,7 +442,7 @@ func (n *Node) giveBack(key string, b *borrowed) {
 // ticker.
 func (n *Node) sweepLeases() {
 	ls := &n.leases
-	now := time.Now().UnixMilli()
+	now := ls.clock.Mono()
 	var gone []*borrowed
 	var keys []string
 	ls.mu.Lock()
@@ -456,7 +484,7 @@ func (n *Node) sweepLeases() {
 // expired, and how many members hold them; other tells whether some were
 // lent under another rule.
 func (ls *leases) outstanding(key string, rule ringlimit.Rule) (n int64, borrowers int, other bool) {
-	now := time.Now().UnixMilli()
+	now := ls.clock.Mono()
 	ls.lentMu.Lock()
 	defer ls.lentMu.Unlock()
 	l := ls.lent[key]
@@ -469,13 +497,13 @@ func (ls *leases) outstanding(key string, rule ringlimit.Rule) (n int64, borrowe
 			borrowers++
 		}
 	}
-	return n, borrowers, l.rule != rule && n > 0
+	return n, borrowers, l.rule != rule && n > 0 || l.reset
 }
 
 // mayReturn reports whether some grant of key under rule may still give
 // hits back (see grant.mayReturn): expired ones included.
 func (ls *leases) mayReturn(key string, rule ringlimit.Rule) bool {
-	now := time.Now().UnixMilli()
+	now := ls.clock.Mono()
 	ls.lentMu.Lock()
 	defer ls.lentMu.Unlock()
 	l := ls.lent[key]
@@ -493,7 +521,7 @@ func (ls *leases) mayReturn(key string, rule ringlimit.Rule) bool {
 // heldBy is the hits of key that member to holds in unexpired grants from
 // this node, counting the grant id at most left.
 func (ls *leases) heldBy(key, to string, id uint64, left int64) int64 {
-	now := time.Now().UnixMilli()
+	now := ls.clock.Mono()
 	ls.lentMu.Lock()
 	defer ls.lentMu.Unlock()
 	var n int64
@@ -528,7 +556,7 @@ func (n *Node) grantLease(m *leaseMsg) leaseAnswer {
 		return leaseAnswer{} // leases under another rule are out: they are revoked first (see afterDecision)
 	}
 	ls.lentMu.Lock()
-	settled := ls.settled(m.key, time.Now().UnixMilli())
+	settled := ls.settled(m.key, ls.clock.Mono())
 	ls.lentMu.Unlock()
 	if !settled {
 		return leaseAnswer{}
@@ -539,7 +567,7 @@ func (n *Node) grantLease(m *leaseMsg) leaseAnswer {
 		return leaseAnswer{}
 	}
 	if !n.local.Has(m.key) {
-		if to, ok := o.core.Peek(m.key, h); !ok || to != "" || !n.fresh() {
+		if to, ok := o.core.Peek(m.key, h); !ok || to != "" || !o.fresh() {
 			return leaseAnswer{}
 		}
 	}
@@ -586,22 +614,34 @@ func (n *Node) grantLease(m *leaseMsg) leaseAnswer {
 	id := ls.nextID
 	// The grant outlives the borrower's lease by a margin: the borrower
 	// counts the life from before it asked.
-	l.grants[id] = grant{to: m.from, n: got, took: now, until: time.Now().Add(life + leaseTTL/5).UnixMilli()}
+	l.grants[id] = grant{to: m.from, n: got, took: now, until: ls.clock.Mono() + (life + leaseTTL/5).Milliseconds()}
 	ls.granted.Add(1)
 	return leaseAnswer{n: got, life: life, id: id}
 }
 
 // takeBack records a lease's unused hits coming back (given back by its
-// borrower, or answered to a recall) and returns them to the key's state.
+// borrower, or answered to a recall) and returns them to the key's state,
+// if it is still the state they were taken from. One that finds no grant,
+// a key reset since (resetHeld), another rule, or no state here gives
+// nothing back, and is counted (LeaseStats.Dropped).
+//
+// The grant is looked up and the hits returned in one step under lentMu,
+// which resetHeld holds while it resets the key: a give-back comes either
+// before the Reset (which then forgets it with the state) or after (and
+// finds the ledger reset). Before, it let go of lentMu in between, and one
+// served between a Reset and the revoke of the key's leases went into the
+// new state (1,010 of 1,000).
 func (n *Node) takeBack(from, key string, rule ringlimit.Rule, id uint64, left int64) bool {
 	ls := &n.leases
+	o := &n.own
+	o.mu.RLock() // (before lentMu, as grantLease takes them)
+	defer o.mu.RUnlock()
 	ls.lentMu.Lock()
+	defer ls.lentMu.Unlock()
 	l := ls.lent[key]
 	var g grant
-	var lrule ringlimit.Rule
 	ok := false
 	if l != nil {
-		lrule = l.rule
 		// (A grant made to another member is not this one's to give back.)
 		if g, ok = l.grants[id]; ok && g.to == from {
 			delete(l.grants, id)
@@ -614,19 +654,30 @@ func (n *Node) takeBack(from, key string, rule ringlimit.Rule, id uint64, left i
 			ls.nlent.Store(int64(len(ls.lent)))
 		}
 	}
-	ls.lentMu.Unlock()
-	if !ok || left <= 0 || rule != lrule {
+	if left <= 0 && ok {
+		return false
+	}
+	if !ok || l.reset || rule != l.rule || !n.local.Has(key) {
+		ls.dropped.Add(1)
 		return false
 	}
 	ls.returned.Add(1)
-	o := &n.own
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	if !n.local.Has(key) {
-		return false
-	}
 	n.local.Return(n.now(), key, rule, min(left, g.n), g.took)
 	return true
+}
+
+// resetHeld resets key's state, which this node holds (under the core's
+// lock), and marks the leases it gave of the key as taken from the state
+// before, in one step: see takeBack. Their revoke follows
+// (recallLeases).
+func (n *Node) resetHeld(ctx context.Context, key string) error {
+	ls := &n.leases
+	ls.lentMu.Lock()
+	defer ls.lentMu.Unlock()
+	if l := ls.lent[key]; l != nil {
+		l.reset = true
+	}
+	return n.local.Reset(ctx, key)
 }
 
 // recallLeases asks every member holding a lease of key to give it up, and
@@ -650,7 +701,7 @@ func (n *Node) recallLeases(ctx context.Context, key string, revoke bool, by tim
 	var joined []bool // a grant whose recall another call sent: waited for, not asked again
 	var rule ringlimit.Rule
 	if l != nil {
-		now := time.Now().UnixMilli()
+		now := ls.clock.Mono()
 		rule = l.rule
 		for id, g := range l.grants {
 			if g.mayReturn(now) {
@@ -676,7 +727,7 @@ func (n *Node) recallLeases(ctx context.Context, key string, revoke bool, by tim
 		kind = leaseRevoke
 	}
 	// What is still out after the recall comes back when it arrives, or
-	// expires: the wait below is for it, until its till (UnixMilli). A
+	// expires: the wait below is for it, until its till (ms, clock.Mono). A
 	// grant with a borrower that did not answer is waited for until it
 	// expires; one whose borrower answered that it does not hold it (the
 	// lease is on its way there, or given back on its way here) until it
@@ -763,7 +814,7 @@ func (n *Node) recallLeases(ctx context.Context, key string, revoke bool, by tim
 	for {
 		ls.lentMu.Lock()
 		left = false
-		now := time.Now().UnixMilli()
+		now := ls.clock.Mono()
 		var till int64 // the last instant a grant still out is waited for
 		if l := ls.lent[key]; l != nil {
 			for i, id := range ids {
@@ -780,7 +831,7 @@ func (n *Node) recallLeases(ctx context.Context, key string, revoke bool, by tim
 		if till == 0 {
 			break
 		}
-		end := time.UnixMilli(till)
+		end := time.Now().Add(time.Duration(till-ls.clock.Mono()) * time.Millisecond)
 		if by.Before(end) {
 			end = by // (what is out is waited for until then)
 		}
@@ -835,7 +886,7 @@ func (n *Node) surrender(from, key string, id uint64) (left int64, held bool) {
 	ls.mu.Lock()
 	b := ls.held[key]
 	if b == nil || b.from != from || b.id != id {
-		now := time.Now().UnixMilli()
+		now := ls.clock.Mono()
 		if len(ls.recalled) >= maxRecalled {
 			for k, until := range ls.recalled {
 				if now >= until {
@@ -970,7 +1021,7 @@ func (n *Node) returnLeases() {
 	ls.nheld.Store(0)
 	ls.mu.Unlock()
 	for k, b := range held {
-		if b.left.Load() > 0 && time.Now().UnixMilli() < b.until {
+		if b.left.Load() > 0 && ls.clock.Mono() < b.until {
 			n.giveBack(k, b)
 		}
 	}
@@ -981,11 +1032,16 @@ type LeaseStats struct {
 	Held int // leases this node holds now, of keys other members hold
 	Lent int // keys this node has lent leases of, not expired or back
 	// Granted counts the leases this node gave; Returned those whose unused
-	// hits came back (given back, or answered to a recall); Recalls the
+	// hits came back (given back, or answered to a recall); Dropped the
+	// give-backs that gave nothing back: their grant was not known here
+	// (revoked, expired out of the ledger, or of an earlier incarnation),
+	// or the key was reset since, its rule changed, or its state left;
+	// Recalls the
 	// times a denial recalled a key's leases first; Expired the leases this
 	// node held that ran out of time; Decisions the calls decided here from
 	// a lease.
 	Granted, Returned, Recalls, Expired, Decisions uint64
+	Dropped                                        uint64
 	// Asked counts the leases this node asked for of others' keys; Declined
 	// those the holder declined (a key far under its limit, or nearly
 	// spent, or just arrived there). A key declined in a row asks less
@@ -997,5 +1053,5 @@ func (n *Node) leaseStats() LeaseStats {
 	ls := &n.leases
 	return LeaseStats{Held: int(ls.nheld.Load()), Lent: int(ls.nlent.Load()), Granted: ls.granted.Load(),
 		Returned: ls.returned.Load(), Recalls: ls.recalls.Load(), Expired: ls.expired.Load(), Decisions: ls.decided.Load(),
-		Asked: ls.asked.Load(), Declined: ls.declined.Load()}
+		Asked: ls.asked.Load(), Declined: ls.declined.Load(), Dropped: ls.dropped.Load()}
 }

@@ -2,12 +2,10 @@ package node
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/ringlimit/ringlimit"
 	"github.com/ringlimit/ringlimit/internal/peer"
-	"github.com/ringlimit/ringlimit/ring"
 )
 
 var _ ringlimit.MultiLimiter = (*Node)(nil)
@@ -35,48 +33,8 @@ func (n *Node) AllowAll(ctx context.Context, key string, rules []ringlimit.Rule,
 // buf[:0], key, rules, 1)). Through an interface the buffer escapes to the
 // heap, so keep one instead. The result's allocation costs about as much as
 // an owned AllowN (see BenchmarkAllowAllSideBySide).
-func (n *Node) AppendAll(ctx context.Context, dst []ringlimit.Decision, key string, rules []ringlimit.Rule, hits int64) (_ []ringlimit.Decision, err error) {
-	var start time.Time
-	if n.obs.on.Load() { // metrics: time a sample (observe.go)
-		start = n.obs.start()
-	}
-	if n.closed.Load() {
-		return dst, ringlimit.ErrClosed
-	}
-	if len(rules) == 0 || len(rules) > ringlimit.MaxRules {
-		return dst, ringlimit.ValidateRules(rules)
-	}
-	now, h := n.now(), ring.Hash(key)
-	at := n.own.view.Load().OwnerOfHash(h)
-	if at == n.name || at == "" {
-		// Here, as in AllowN: the local store checks the input.
-		all, ok, err := n.local.AllowAllIfAt(dst, now, key, h, rules, hits, n.fresh)
-		if err != nil {
-			return dst, err
-		}
-		if ok {
-			n.observeAll(ctx, start, all[len(dst):])
-			return all, nil
-		}
-		at = ""
-	} else if !n.own.fresh() {
-		at = ""
-	}
-	for i, r := range rules { // ValidateCall validates each rule too
-		if err := ringlimit.ValidateCall(key, r, hits); err != nil {
-			return dst, fmt.Errorf("rules[%d]: %w", i, err)
-		}
-	}
-	var x extra
-	if _, err = n.route(ctx, now, h, at, peer.Request{Op: peer.OpAllowAll, Key: key, Rules: rules, N: hits}, &x); err != nil {
-		return dst, err
-	}
-	ds := x.all
-	n.observeAll(ctx, start, ds)
-	if dst == nil {
-		return ds, nil
-	}
-	return append(dst, ds...), nil
+func (n *Node) AppendAll(ctx context.Context, dst []ringlimit.Decision, key string, rules []ringlimit.Rule, hits int64) ([]ringlimit.Decision, error) {
+	return n.call(ctx, new(ringlimit.Decision), &peer.Request{Op: peer.OpAllowAll, Key: key, Rules: rules, N: hits}, dst)
 }
 
 // storeAll decides an OpAllowAll in the store tier.

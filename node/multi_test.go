@@ -78,19 +78,34 @@ func TestAppendAllContract(t *testing.T) {
 // one key hit from every node, the clock frozen within a round and stepped
 // between rounds; each round's admitted count is exactly what one
 // in-memory limiter admits for the same calls.
+//
+// The nodes gossip with GossipLAN, the default: GossipFast's detector
+// declares live members dead on a machine this starved (24 busy loops:
+// rings dropped members 100 times in one run), and a holder declared dead
+// while alive may add up to a key's capacity (docs/holder-authority.md: the
+// design that would make it none is not built). A forward that outlives its
+// timeout goes to the fail-open policy (no store here): such calls are
+// counted and printed, and by design they may admit beyond the limit.
 func TestAllowAllExactAcrossFiveNodes(t *testing.T) {
 	clk := testclock.New(multitest.T0)
-	c := nodetest.Start(t, 5, func(cfg *node.Config) { cfg.Clock = clk })
+	logger := nodetest.LogOnFailure(t)
+	c := nodetest.Start(t, 5, func(cfg *node.Config) {
+		cfg.Clock = clk
+		cfg.Gossip = node.GossipLAN
+		cfg.Logger = logger.With("node", cfg.Name)
+	})
 	for _, alg := range multitest.Algorithms {
 		t.Run(alg.String(), func(t *testing.T) {
 			clk.Set(multitest.T0)
 			rules := multitest.Rules(alg, 10, 25)
 			key := "exact:" + alg.String()
 			ref := local.New(local.Config{Clock: clk})
-			total, want := 0, 0
+			total, failOpenTotal := 0, 0
 			for round := range 30 {
 				clk.Set(multitest.T0.Add(time.Duration(round) * 350 * time.Millisecond))
-				var admitted atomic.Int64
+				// admitted counts the calls the key's holder admitted;
+				// failOpen the calls the policy decided instead.
+				var admitted, failOpen, failOpenAdmitted atomic.Int64
 				var wg sync.WaitGroup
 				for _, nd := range c.Nodes {
 					wg.Add(1)
@@ -102,28 +117,46 @@ func TestAllowAllExactAcrossFiveNodes(t *testing.T) {
 								t.Error(err)
 								return
 							}
-							if ds[0].Allowed && ds[1].Allowed {
+							ok := ds[0].Allowed && ds[1].Allowed
+							switch {
+							case ds[0].Source == ringlimit.Fallback:
+								failOpen.Add(1)
+								if ok {
+									failOpenAdmitted.Add(1)
+								}
+							case ok:
 								admitted.Add(1)
 							}
 						}
 					}()
 				}
 				wg.Wait()
-				// The same 15 calls of one hit at this instant on one limiter:
-				// at a frozen instant the count does not depend on the order.
+				// The calls the holder answered, at this instant, on one
+				// limiter: at a frozen instant the count does not depend on
+				// the order. A call that fell back may have reached the
+				// holder too (its answer came late) and been charged there:
+				// then the holder admits at most what the reference does,
+				// and exactly that while no call has fallen back.
+				f := int(failOpen.Load())
+				failOpenTotal += f
 				w := 0
-				for range 15 {
+				for range 15 - f {
 					if ds, _ := ref.AllowAll(ctx, key, rules, 1); ds[0].Allowed && ds[1].Allowed {
 						w++
 					}
 				}
-				if int(admitted.Load()) != w {
-					t.Fatalf("round %d: the cluster admitted %d, one limiter %d", round, admitted.Load(), w)
+				a := int(admitted.Load())
+				if a > w || (failOpenTotal == 0 && a != w) {
+					t.Fatalf("round %d: the key's holder admitted %d, one limiter %d (the fail-open policy decided %d calls, %d this round, and admitted %d)",
+						round, a, w, failOpenTotal, f, failOpenAdmitted.Load())
 				}
-				total, want = total+int(admitted.Load()), want+w
+				if f > 0 {
+					t.Logf("round %d: %d calls went to the fail-open policy (%d admitted)", round, f, failOpenAdmitted.Load())
+				}
+				total += a
 			}
-			if total == 0 || total == 30*15 {
-				t.Fatalf("%d of %d admitted: the rules never bound", total, 30*15)
+			if total == 0 || total+failOpenTotal >= 30*15 {
+				t.Fatalf("%d of %d admitted by the holder (%d fail-open): the rules never bound", total, 30*15, failOpenTotal)
 			}
 		})
 	}

@@ -50,8 +50,8 @@ type Node struct {
 	// Hand-off (own.go, handoff.go): the ownership core and what the
 	// shell keeps beside it.
 	own        owner
-	fresh      func() bool // own.fresh, bound once (the fast path passes it to local)
-	moves      moves       // what the next push looks at
+	fresh      func(uint64) bool // own.freshSince, bound once (the fast path passes it to local)
+	moves      moves             // what the next push looks at
 	started    time.Time
 	kickPush   chan struct{}
 	joined     chan struct{} // closed once the ring has held another member
@@ -121,7 +121,7 @@ func New(cfg Config) (*Node, error) {
 	// (any key may be held elsewhere); with a store, a key that no member
 	// holds is loaded from it before it starts here.
 	n.own.init(cfg.Name, len(cfg.Join) > 0, n.states != nil, time.Now().UnixMilli())
-	n.fresh = n.own.fresh
+	n.fresh = n.own.freshSince
 
 	// Serve before joining: peers may forward as soon as they see us.
 	n.server = peer.Serve(ln, peer.ServerConfig{
@@ -255,8 +255,11 @@ func (n *Node) Close() error {
 		// Under GossipLAN the leave intent and memberlist's leave each take
 		// about four 200 ms gossip rounds: a second was not enough, and Close
 		// reported a leave that the others had seen. There, ring's default
-		// (5 s); GossipFast's rounds are 20 ms.
-		leave := time.Second
+		// (5 s); GossipFast's rounds are 20 ms, and a second is fifty of
+		// them, stretched by how long this process is descheduled these
+		// days (beside busy loops, memberlist's leave broadcast outlived
+		// the half second it was left).
+		leave := time.Second + 4*n.peers.lag.Recent(time.Now())
 		if n.cfg.Gossip == GossipLAN {
 			leave = 0
 		}

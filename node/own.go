@@ -39,6 +39,7 @@ type owner struct {
 	moving atomic.Int64 // events between begin and end
 
 	view    atomic.Pointer[ring.Ring] // the core's view, for the fast path
+	gen     atomic.Uint64             // bumped under begin with each view stored, and the leave; read before view (freshSince)
 	cur     view                      // the core's view, with incarnations (under the lock)
 	gossip  view                      // the membership's last ring (under the lock)
 	leavers map[string]uint64         // members that refused a push as leavers, in that incarnation (see leaves)
@@ -114,9 +115,18 @@ func (o *owner) end() {
 	o.moving.Add(-1)
 }
 
-// fresh reports whether the fast path may start a key that holds no state
-// here (local asks it under the key's lock).
+// fresh reports whether no key changes hands here: no event is under way
+// and the core is quiet.
 func (o *owner) fresh() bool { return o.moving.Load() == 0 && o.quiet.Load() }
+
+// freshSince reports whether the fast path may start a key that holds no
+// state here (local asks it under the key's lock): no key changes hands,
+// and the view the call was routed by, read at generation g, is still the
+// core's. (Without the last, a call that read the ring, and was paused
+// while the view changed, its keys were handed off and the change
+// resolved, started afresh here a key its view had given away: in CI a
+// leaky bucket admitted 101 of 100 in a rolling restart.)
+func (o *owner) freshSince(g uint64) bool { return o.fresh() && o.gen.Load() == g }
 
 // park parks w on key, and returns the calls parked there.
 func (o *owner) park(key string, w *waiter) *parked {
@@ -252,7 +262,10 @@ func (n *Node) installLocked(key string, st ringlimit.State, ver hold.Version) {
 		st = memstore.Merge(cur, st)
 		ver = hold.Join(o.verOf(key), ver)
 	}
-	if n.local.Import(key, st) {
+	// Marked changed: the next write-behind writes it. The giver's last
+	// changes may not have reached the store (taking a state out drops
+	// its mark), and the store tier decides from the store's copy.
+	if n.local.ImportChanged(key, st) {
 		n.stats.received.Add(1)
 		o.vers[key] = ver
 	}

@@ -3,12 +3,14 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
 	"github.com/ringlimit/ringlimit"
 	"github.com/ringlimit/ringlimit/failover"
 	"github.com/ringlimit/ringlimit/internal/hold"
+	"github.com/ringlimit/ringlimit/internal/memstore"
 	"github.com/ringlimit/ringlimit/internal/peer"
 	"github.com/ringlimit/ringlimit/ring"
 )
@@ -35,59 +37,170 @@ const (
 // from the member that held it before it decides. Errors: bad input, a
 // closed node, a cancelled context.
 func (n *Node) AllowN(ctx context.Context, key string, rule ringlimit.Rule, hits int64) (d ringlimit.Decision, err error) {
+	_, err = n.call(ctx, &d, &peer.Request{Op: peer.OpAllow, Key: key, Rule: rule, N: hits}, nil)
+	return d, err
+}
+
+// call is the one chain of the calls made on this node (AllowN's and
+// AllowAll's), top to bottom: one validation, one hash, one decision of
+// where.
+//
+//   - The input is checked at the door for what the hash and the core need
+//     (the key; AllowAll's number of rules); the rule and hits once, where
+//     the call is decided: by the local store here (it keeps the last rule
+//     it checked per shard), or before the call leaves this node (chain).
+//   - The clock is read once, the key hashed once: the ring, the core and
+//     the local store all take that hash.
+//   - This node owns the key in its view of the ring: the owned path
+//     decides it, unless the key's state is on its way here; then the
+//     ownership core here says where it is (route, from "").
+//   - A peer owns it: a lease this node holds of the key may cover it
+//     (fromLease); else route asks the owner, or, while keys change hands,
+//     the core here first (the key's state may still be here).
+//   - Then the leases take their one step (leased): a denial here while
+//     leases of the key are out recalls them, and if hits came back the
+//     call goes down the chain again.
+//
+// The decision goes to *d and is counted (observe); AllowAll's are
+// appended to dst, and returned (on an error, dst as it was).
+func (n *Node) call(ctx context.Context, d *ringlimit.Decision, req *peer.Request, dst []ringlimit.Decision) (all []ringlimit.Decision, err error) {
 	var start time.Time
 	if n.obs.on.Load() { // metrics: time a sample (observe.go)
 		start = n.obs.start()
 	}
-	if n.closed.Load() {
-		return ringlimit.Decision{}, ringlimit.ErrClosed
-	}
-	if uint(len(key)-1) >= ringlimit.MaxKeyLen { // empty (wraps round) or too long
-		return ringlimit.Decision{}, ringlimit.ValidateKey(key)
-	}
-	// The rule and hits are checked once, where the call is decided: by
-	// the local store here (it keeps the last rule it checked per shard),
-	// by ValidateCall before the call leaves this node.
-	now, h := n.now(), ring.Hash(key)
-	at := n.own.view.Load().OwnerOfHash(h)
-	if at == n.name || at == "" {
-		// Owned: the local store decides under its own lock alone if the
-		// key's state is here, or if no key changes hands (owner.fresh).
-		var ok bool
-		had := !n.tracing || n.local.Has(key) // (the trace logs a key started here)
-		if ok, err = n.local.AllowNIfAt(&d, now, key, h, rule, hits, n.fresh); ok || err != nil {
-			if !had && err == nil {
-				n.trace("fresh", "key", key, "allowed", d.Allowed)
-			}
-			if err == nil && !d.Allowed && hits > 0 && n.leases.nlent.Load() > 0 && n.afterDecision(ctx, key, rule, d, n.recallBy(time.Now(), false)) {
-				// Leases of the key were out: what they had left came back.
-				d, err = n.route(ctx, n.now(), h, "", peer.Request{Op: peer.OpAllow, Key: key, Rule: rule, N: hits}, nil)
-			}
-			n.observe(ctx, start, &d, &err)
-			return
+	switch {
+	case n.closed.Load():
+		return dst, ringlimit.ErrClosed
+	case req.Op == peer.OpAllowAll:
+		if len(req.Rules) == 0 || len(req.Rules) > ringlimit.MaxRules {
+			return dst, ringlimit.ValidateRules(req.Rules)
 		}
-		at = ""
-	} else {
-		if ld, ok := n.fromLease(key, rule, hits); ok {
-			d = ld
-			n.observe(ctx, start, &d, &err)
-			return
-		}
+	case uint(len(req.Key)-1) >= ringlimit.MaxKeyLen: // empty (wraps round) or too long
+		return dst, ringlimit.ValidateKey(req.Key)
+	}
+	now, h := n.now(), ring.Hash(req.Key)
+	g := n.own.gen.Load() // (before the view: see freshSince)
+	at, done := n.own.view.Load().OwnerOfHash(h), false
+	switch {
+	case at == n.name || at == "":
+		all, done, err = n.owned(d, dst, now, h, req, g)
+		at = "" // not decided: its state may be on its way, the core here says where it is
+	case req.Op == peer.OpAllow:
+		*d, done = n.fromLease(req.Key, req.Rule, req.N)
+	}
+	if !done {
 		if !n.own.fresh() {
-			at = "" // its state may be here: the core says where it is
+			at = "" // keys change hands: its state may be here, the core says where it is
+		}
+		all, err = n.chain(ctx, d, now, h, at, req, dst)
+	}
+	if n.leased(ctx, req, d, err, false, time.Time{}) {
+		all, err = n.chain(ctx, d, n.now(), h, "", req, dst) // hits came back: decide it again
+	}
+	if err != nil {
+		return dst, err
+	}
+	if req.Op == peer.OpAllowAll {
+		n.observeAll(ctx, start, all[len(dst):])
+	} else {
+		n.observe(ctx, start, d, &err)
+	}
+	return all, nil
+}
+
+// owned is the owned path, written once, for a key this node owns in its
+// view of the ring (a call made here, or one a peer sent that is answered
+// on the connection's reader): the local store decides req (OpAllow into
+// *d; OpAllowAll appending to dst) under its own lock alone, if the key's
+// state is here, or if no key changes hands and the view read at
+// generation g, which gave the key to this node, is still the core's
+// (owner.freshSince). No allocation. done is false if it decided nothing:
+// the key's state may be on its way, or have left.
+func (n *Node) owned(d *ringlimit.Decision, dst []ringlimit.Decision, now time.Time, h uint64, req *peer.Request, g uint64) (all []ringlimit.Decision, done bool, err error) {
+	var ok bool
+	had := !n.tracing || n.local.Has(req.Key) // (the trace logs a key started here)
+	if req.Op == peer.OpAllowAll {
+		if all, ok, err = n.local.AllowAllIfAt(dst, now, req.Key, h, req.Rules, req.N, memstore.Gate{Fresh: n.fresh, Tok: g}); ok {
+			*d = all[len(dst)]
+		}
+	} else {
+		ok, err = n.local.AllowNIfAt(d, now, req.Key, h, req.Rule, req.N, memstore.Gate{Fresh: n.fresh, Tok: g})
+	}
+	if ok && !had {
+		n.traceFresh(req.Key, d.Allowed)
+	}
+	return all, ok || err != nil, err
+}
+
+// traceFresh logs a key started here by the owned path. (Apart, so that
+// the trace's arguments do not weigh on owned's frame.)
+func (n *Node) traceFresh(key string, allowed bool) {
+	n.trace("fresh", "key", key, "allowed", allowed)
+}
+
+// chain sends a call made on this node down the chain (route) from at:
+// AllowAll's rules are checked before it goes, and its decisions appended
+// to dst.
+func (n *Node) chain(ctx context.Context, d *ringlimit.Decision, now time.Time, h uint64, at string, req *peer.Request, dst []ringlimit.Decision) (all []ringlimit.Decision, err error) {
+	if req.Op != peer.OpAllowAll {
+		*d, err = n.route(ctx, now, h, at, *req, nil)
+		return nil, err
+	}
+	for i, r := range req.Rules { // ValidateCall validates each rule too
+		if err := ringlimit.ValidateCall(req.Key, r, req.N); err != nil {
+			return dst, fmt.Errorf("rules[%d]: %w", i, err)
 		}
 	}
-	d, err = n.route(ctx, now, h, at, peer.Request{Op: peer.OpAllow, Key: key, Rule: rule, N: hits}, nil)
-	if err == nil && hits > 0 {
-		switch {
-		case d.Source == ringlimit.Peer:
-			n.sawForward(key, rule, hits)
-		case d.Source == ringlimit.Local && !d.Allowed && n.leases.nlent.Load() > 0 && n.afterDecision(ctx, key, rule, d, n.recallBy(time.Now(), false)):
-			d, err = n.route(ctx, n.now(), h, "", peer.Request{Op: peer.OpAllow, Key: key, Rule: rule, N: hits}, nil)
-		}
+	x := new(extra)
+	if *d, err = n.route(ctx, now, h, at, *req, x); err != nil {
+		return dst, err
 	}
-	n.observe(ctx, start, &d, &err)
-	return
+	if dst == nil {
+		return x.all, nil
+	}
+	return append(dst, x.all...), nil
+}
+
+// leased is the one place the leases hook into the chain, after a call
+// was decided (d, err): a call a peer decided counts toward a lease of its
+// key (sawForward); one decided here that denies hits while leases of the
+// key are out recalls them (afterDecision), and reports that the call
+// should be decided again: hits came back, or, quick (a call that must
+// not wait: see ownerHandler.Serve), the recall is on its way and the
+// caller should ask again (recallSoon); a Reset revokes them. A recall is
+// waited for until by (zero: recallBy from now, as for a call made here).
+func (n *Node) leased(ctx context.Context, req *peer.Request, d *ringlimit.Decision, err error, quick bool, by time.Time) (again bool) {
+	if d.Allowed && d.Source == ringlimit.Local {
+		return false // (most calls: nothing to do)
+	}
+	return n.leaseStep(ctx, req, d, err, quick, by)
+}
+
+// leaseStep is leased past its common case.
+func (n *Node) leaseStep(ctx context.Context, req *peer.Request, d *ringlimit.Decision, err error, quick bool, by time.Time) bool {
+	switch {
+	case req.Op == peer.OpReset:
+		n.recallLeases(ctx, req.Key, true, n.recallOr(by))
+		return false
+	case err != nil || req.Op != peer.OpAllow || req.N <= 0:
+		return false
+	case d.Source == ringlimit.Peer:
+		n.sawForward(req.Key, req.Rule, req.N)
+		return false
+	case d.Allowed || d.Source != ringlimit.Local || n.leases.nlent.Load() == 0:
+		return false
+	case quick:
+		return n.recallSoon(req.Key, req.Rule, *d)
+	}
+	return n.afterDecision(ctx, req.Key, req.Rule, *d, n.recallOr(by))
+}
+
+// recallOr is by, or if it is zero recallBy from now for a call made here.
+func (n *Node) recallOr(by time.Time) time.Time {
+	if by.IsZero() {
+		return n.recallBy(time.Now(), false)
+	}
+	return by
 }
 
 // route runs req down the chain, the way groupcache's load does, at the
@@ -106,12 +219,19 @@ func (n *Node) route(ctx context.Context, now time.Time, h uint64, at string, re
 	if n.cfg.Clock != nil {
 		start = time.Now()
 	}
+	budget := n.rerouteBudget()
+	if n.cfg.OwnerWait > 0 {
+		budget = n.cfg.OwnerWait
+		if dl, ok := ctx.Deadline(); ok {
+			budget = time.Until(dl) + time.Since(start) // until the caller's deadline
+		}
+	}
 	for {
 		d, done, err := n.hops(ctx, now, h, at, &req, &checked, x, start)
 		if done || err != nil {
 			return d, err
 		}
-		if time.Since(start) >= n.rerouteBudget() || !n.pause(ctx, rerouteDelay) {
+		if time.Since(start) >= budget || !n.pause(ctx, rerouteDelay) {
 			break
 		}
 		at, now = "", n.now()
@@ -120,7 +240,26 @@ func (n *Node) route(ctx context.Context, now time.Time, h uint64, at string, re
 	if err := validateOnce(&req, &checked); err != nil {
 		return ringlimit.Decision{}, err
 	}
+	if err := ownerWaitEnded(ctx); err != nil && n.cfg.OwnerWait > 0 {
+		n.stats.ownerWaitsExpired.Add(1)
+		return ringlimit.Decision{}, err // waited for the owner until the caller's end
+	}
 	return n.fromStore(ctx, &req, x)
+}
+
+// ownerWaitEnded is ctx's error, or context.DeadlineExceeded once its
+// deadline has passed: the budget runs to the deadline, and on a busy
+// machine the context's timer may not have fired yet when it is spent (the
+// call then went to the fail-open policy at its deadline instead of
+// returning the caller's error).
+func ownerWaitEnded(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // hops follows req from at for at most maxHops "moved" answers. done says
@@ -149,6 +288,10 @@ func (n *Node) hops(ctx context.Context, now time.Time, h uint64, at string, req
 		case toStore:
 			if err := validateOnce(req, checked); err != nil {
 				return ringlimit.Decision{}, true, err
+			}
+			if n.waitsFor(at, here) {
+				// OwnerWait: the owner is alive, only slow: ask again.
+				return ringlimit.Decision{}, false, nil
 			}
 			d, err = n.fromStore(ctx, req, x)
 			return d, true, err
@@ -180,6 +323,20 @@ func (n *Node) hops(ctx context.Context, now time.Time, h uint64, at string, req
 		now = n.now()
 	}
 	return ringlimit.Decision{}, false, nil
+}
+
+// waitsFor reports whether a call that could not be decided by the member
+// at (here: this node, waiting for its key's state) goes down the chain
+// again rather than to the store: with OwnerWait, while at is alive in this
+// node's view and its process is not known to be gone.
+func (n *Node) waitsFor(at string, here bool) bool {
+	if n.cfg.OwnerWait <= 0 {
+		return false
+	}
+	if here || at == "" || at == n.name {
+		return true
+	}
+	return n.members.Ring().Contains(at) && !n.members.Refusing(at)
 }
 
 // rerouteDelay is how long a call waits before it goes down the chain
@@ -307,7 +464,7 @@ func (n *Node) decideLocked(ctx context.Context, now time.Time, req *peer.Reques
 	switch req.Op {
 	case peer.OpReset:
 		// (The key's version, if it has one, goes with the next sweep.)
-		return ringlimit.Decision{}, n.local.Reset(ctx, req.Key)
+		return ringlimit.Decision{}, n.resetHeld(ctx, req.Key)
 	case opReserve:
 		return n.reserveLocked(now, req, x.wait)
 	case peer.OpAllowAll:
@@ -510,14 +667,16 @@ func (n *Node) fromStore(ctx context.Context, req *peer.Request, x *extra) (ring
 }
 
 // Allow is shorthand for AllowN(ctx, key, rule, 1).
-func (n *Node) Allow(ctx context.Context, key string, rule ringlimit.Rule) (ringlimit.Decision, error) {
-	return n.AllowN(ctx, key, rule, 1)
+func (n *Node) Allow(ctx context.Context, key string, rule ringlimit.Rule) (d ringlimit.Decision, err error) {
+	_, err = n.call(ctx, &d, &peer.Request{Op: peer.OpAllow, Key: key, Rule: rule, N: 1}, nil) // (AllowN's line, so that it inlines)
+	return d, err
 }
 
 // Peek reports whether one hit on key would be admitted now, and consumes
 // nothing. It is shorthand for AllowN(ctx, key, rule, 0).
-func (n *Node) Peek(ctx context.Context, key string, rule ringlimit.Rule) (ringlimit.Decision, error) {
-	return n.AllowN(ctx, key, rule, 0)
+func (n *Node) Peek(ctx context.Context, key string, rule ringlimit.Rule) (d ringlimit.Decision, err error) {
+	_, err = n.call(ctx, &d, &peer.Request{Op: peer.OpAllow, Key: key, Rule: rule}, nil) // (AllowN's line, so that it inlines)
+	return d, err
 }
 
 // Reset forgets key at its holder (and in the store, if the holder cannot
@@ -530,8 +689,9 @@ func (n *Node) Reset(ctx context.Context, key string) error {
 		return err
 	}
 	n.dropLease(key)
-	_, err := n.route(ctx, n.now(), ring.Hash(key), "", peer.Request{Op: peer.OpReset, Key: key}, nil)
-	n.recallLeases(ctx, key, true, n.recallBy(time.Now(), false)) // (if this node decided it: the leases it gave are void)
+	req := peer.Request{Op: peer.OpReset, Key: key}
+	d, err := n.route(ctx, n.now(), ring.Hash(key), "", req, nil)
+	n.leased(ctx, &req, &d, err, false, time.Time{}) // (if this node decided it: the leases it gave are void)
 	return err
 }
 
@@ -550,6 +710,8 @@ func (h ownerHandler) Serve(ctx context.Context, r *peer.Request) peer.Result {
 		switch {
 		case isWait(r.States):
 			return n.serveWait(ctx, r.States)
+		case isGive(r.States): // reserve.go
+			return n.serveGive(r.States)
 		case isLease(r.States):
 			return n.serveLease(r.States)
 		}
@@ -569,7 +731,7 @@ func (h ownerHandler) Serve(ctx context.Context, r *peer.Request) peer.Result {
 	}
 	n.stats.served.Add(1)
 	// Leases of the key out when a call is denied are recalled first, and
-	// the call decided again if hits came back (afterDecision). A call its
+	// the call decided again if hits came back (leased). A call its
 	// caller sent here first (From "") may be served on the connection's
 	// reader (Quick), where every later call from that peer waits behind
 	// it: it never waits on a recall, but sends it on its way and answers
@@ -583,53 +745,43 @@ func (h ownerHandler) Serve(ctx context.Context, r *peer.Request) peer.Result {
 	if !quick {
 		by = n.recallBy(time.Now(), true)
 	}
-	if quick && n.own.view.Load().OwnerOfHash(hh) == n.name {
-		// Owned here, as on AllowN's fast path.
+	var (
+		d    ringlimit.Decision
+		all  []ringlimit.Decision // AllowAll's
+		x    *extra
+		next string
+		err  error
+		done bool
+	)
+	if g := n.own.gen.Load(); quick && n.own.view.Load().OwnerOfHash(hh) == n.name {
+		// Owned: the owned path, as for a call made here. (Served on the
+		// connection's reader, every call from that peer waits behind it:
+		// the core's read lock and a second lookup took a third off the
+		// forwarding throughput of 32 callers.)
+		all, done, err = n.owned(&d, nil, now, hh, r, g)
+	}
+	if !done {
 		if r.Op == peer.OpAllowAll {
-			ds, ok, err := n.local.AllowAllIfAt(nil, now, r.Key, hh, r.Rules, r.N, n.fresh)
-			if ok || err != nil {
-				return allResult(ds, err)
-			}
-		} else {
-			var d ringlimit.Decision
-			if ok, err := n.local.AllowNIfAt(&d, now, r.Key, hh, r.Rule, r.N, n.fresh); ok || err != nil {
-				if err == nil && !d.Allowed && r.N > 0 && n.leases.nlent.Load() > 0 && n.recallSoon(r.Key, r.Rule, d) {
-					return peer.Result{MovedTo: n.name}
-				}
-				return peer.Result{Decision: d, Err: err}
-			}
+			x = new(extra) // (its decisions)
 		}
+		d, next, err = n.here(ctx, now, hh, r, r.From, true, x)
 	}
-	var x extra
-	d, next, err := n.here(ctx, now, hh, r, r.From, true, &x)
-	if next == "" && err == nil && r.Op == peer.OpAllow && !d.Allowed && r.N > 0 && n.leases.nlent.Load() > 0 {
-		switch {
-		case quick:
-			if n.recallSoon(r.Key, r.Rule, d) {
-				return peer.Result{MovedTo: n.name}
-			}
-		case n.afterDecision(ctx, r.Key, r.Rule, d, by):
-			d, next, err = n.here(ctx, n.now(), hh, r, r.From, true, &x)
+	if next == "" && n.leased(ctx, r, &d, err, quick, by) {
+		if quick {
+			return peer.Result{MovedTo: n.name}
 		}
+		d, next, err = n.here(ctx, n.now(), hh, r, r.From, true, x) // hits came back: decide it again
 	}
-	if r.Op == peer.OpReset && next == "" {
-		n.recallLeases(ctx, r.Key, true, by)
+	if x != nil {
+		all = x.all
 	}
 	switch next {
 	case "":
-		return peer.Result{Decision: d, Decisions: x.all, Err: err}
+		return peer.Result{Decision: d, Decisions: all, Err: err}
 	case toStore:
 		return peer.Result{Err: ringlimit.ErrClosed} // nobody to send it to: the caller falls back to the store
 	}
 	return peer.Result{MovedTo: next}
-}
-
-// allResult is the result of an AllowAll decided here.
-func allResult(ds []ringlimit.Decision, err error) peer.Result {
-	if err != nil || len(ds) == 0 {
-		return peer.Result{Err: err}
-	}
-	return peer.Result{Decision: ds[0], Decisions: ds}
 }
 
 // isBadInput reports whether an owner's error is about the input, which the

@@ -16,6 +16,7 @@ type counters struct {
 	redirects, pulls, handedOff, received, handoffFailures atomic.Uint64
 	writes, writeFailures, drops, loads, loadFailures      atomic.Uint64
 	badHold, reroutes                                      atomic.Uint64
+	ownerWaitsExpired                                      atomic.Uint64
 }
 
 // paddedCounter keeps each hot counter on its own cache line.
@@ -62,6 +63,10 @@ type Stats struct {
 	// the bound between members whose views disagreed, or the member asked
 	// left on the way).
 	HandedOff, Received, Pulls, HandoffFailures, Redirects, Reroutes uint64
+	// OwnerWaitsEnded counts the calls that, with Config.OwnerWait, waited
+	// for a slow owner until their context ended (they returned its error,
+	// and went to no store nor policy).
+	OwnerWaitsEnded uint64
 
 	// Write-behind. Writes counts states written to the store; WriteFailures
 	// the pipelined writes that failed (their states stay queued);
@@ -73,6 +78,11 @@ type Stats struct {
 	// version of the key's state (a late write-behind of a key that moved on:
 	// fenced, see remote.KeyState.Ver).
 	StaleWrites uint64
+	// StaleCancels counts the store tier's waiters' cancels that gave
+	// nothing back: the key's state in the store was not the one their
+	// hits were reserved in (remote.Limiter.StaleCancels). The cancels this
+	// node's own state dropped are in Local.StaleCancels.
+	StaleCancels uint64
 
 	// Peer is the peer link's counters.
 	Peer PeerStats
@@ -140,6 +150,7 @@ func (n *Node) Stats() Stats {
 		HandoffFailures: n.stats.handoffFailures.Load(),
 		Redirects:       n.stats.redirects.Load(),
 		Reroutes:        n.stats.reroutes.Load(),
+		OwnerWaitsEnded: n.stats.ownerWaitsExpired.Load(),
 		Writes:          n.stats.writes.Load(),
 		WriteFailures:   n.stats.writeFailures.Load(),
 		WriteDrops:      n.stats.drops.Load(),
@@ -150,6 +161,9 @@ func (n *Node) Stats() Stats {
 	}
 	if sw, ok := n.states.(interface{ StaleWrites() uint64 }); ok {
 		s.StaleWrites = sw.StaleWrites()
+	}
+	if sc, ok := n.states.(interface{ StaleCancels() uint64 }); ok {
+		s.StaleCancels = sc.StaleCancels()
 	}
 	n.own.mu.Lock()
 	s.Changing = n.changingLocked()

@@ -113,8 +113,8 @@ func (n *Node) WaitN(ctx context.Context, key string, rule ringlimit.Rule, hits 
 		if d.Allowed && time.Since(asked) >= w.wait {
 			return d, nil // the timer and ctx came together: the turn is here
 		}
-		if d.Allowed && w.ticket.Act != 0 {
-			n.cancelWait(ctx, key, rule, w)
+		if d.Allowed && w.ticket.Act != 0 || !d.Allowed && w.ticket.T > 0 {
+			n.cancelWait(ctx, key, rule, w) // (a window waiter's leaves the key's queue at its holder)
 		}
 		if ctx.Err() == nil {
 			return ringlimit.Decision{}, ringlimit.ErrClosed
@@ -140,14 +140,14 @@ func (n *Node) cancelWait(ctx context.Context, key string, rule ringlimit.Rule, 
 }
 
 // cancelHere gives back the hits of a reservation made here, if the key's
-// state is still here (a state that left took them with it).
+// state is still the one they were reserved in (a state that left took
+// them with it; one reset or started afresh since never held them): else
+// the cancel is dropped, and counted (Stats.Local.StaleCancels).
 func (n *Node) cancelHere(key string, rule ringlimit.Rule, tk memstore.Ticket) {
 	o := &n.own
 	o.mu.RLock()
 	defer o.mu.RUnlock()
-	if n.local.Has(key) {
-		n.local.CancelTicket(n.now(), key, rule, tk)
-	}
+	n.local.CancelTicket(n.now(), key, rule, tk)
 }
 
 // reserveLocked reserves req's hits for a waiter, as decideLocked decides a

@@ -23,7 +23,7 @@ import (
 //
 //	header:  key waitMagic | value: kind u8 | via (u8 length | bytes)
 //	reserve: key | rule | n i64 | by ms i64 (how long from now the hits may act at the latest; -1: no deadline)
-//	cancel:  key | rule | ticket (n, t, level, act: 4 × i64)
+//	cancel:  key | rule | ticket (n, t, level, act, epoch: 5 × i64)
 //	rule:    algorithm u8 | limit i64 | window ms i64 | burst i64
 //
 // A reservation's answer is a Result: its Decision, MovedTo as for a call,
@@ -31,7 +31,18 @@ import (
 // would act after the deadline; nothing was reserved) | wait ms i64 (until
 // they act, or until to ask again) | ticket. Numbers are big endian, as
 // the peer link's.
-const waitMagic = "\x00wait1"
+//
+// The ticket's epoch (the state it was reserved in: a cancel from another
+// gives nothing back) came with waitMagic "\x00wait2". A node of the
+// release before sends "\x00wait1" messages, whose tickets have no epoch
+// (4 × i64): this node still serves them, answering in their layout, and
+// drops their cancels (counted as stale): without an epoch a cancel cannot
+// tell the state it came from from a new one. That node refuses a wait2
+// message as a push it cannot read: a waiter here then waits at the store.
+const (
+	waitMagic  = "\x00wait2"
+	waitMagic1 = "\x00wait1" // the release before's: tickets without an epoch
+)
 
 const (
 	waitReserve byte = iota + 1
@@ -42,6 +53,7 @@ var errWaitMsg = errors.New("node: malformed wait message")
 
 // waitMsg is one decoded wait message.
 type waitMsg struct {
+	old    bool // a waitMagic1 message (the release before's layout)
 	kind   byte
 	via    string
 	key    string
@@ -60,19 +72,33 @@ func appendRule(b []byte, r ringlimit.Rule) []byte {
 	return binary.BigEndian.AppendUint64(b, uint64(r.Burst))
 }
 
-func appendTicket(b []byte, tk memstore.Ticket) []byte {
-	for _, v := range [...]int64{tk.N, tk.T, tk.Level, tk.Act} {
+// appendTicket appends tk, without its epoch if old (waitMagic1).
+func appendTicket(b []byte, tk memstore.Ticket, old bool) []byte {
+	vs := []int64{tk.N, tk.T, tk.Level, tk.Act, tk.Epoch}
+	if old {
+		vs = vs[:4]
+	}
+	for _, v := range vs {
 		b = binary.BigEndian.AppendUint64(b, uint64(v))
 	}
 	return b
 }
 
+// readTicket reads a ticket of ticketLen bytes, or of ticketLen1 (no
+// epoch: zero).
 func readTicket(b []byte) memstore.Ticket {
-	return memstore.Ticket{N: int64(binary.BigEndian.Uint64(b)), T: int64(binary.BigEndian.Uint64(b[8:])),
+	tk := memstore.Ticket{N: int64(binary.BigEndian.Uint64(b)), T: int64(binary.BigEndian.Uint64(b[8:])),
 		Level: int64(binary.BigEndian.Uint64(b[16:])), Act: int64(binary.BigEndian.Uint64(b[24:]))}
+	if len(b) >= ticketLen {
+		tk.Epoch = int64(binary.BigEndian.Uint64(b[32:]))
+	}
+	return tk
 }
 
-const ticketLen = 4 * 8
+const (
+	ticketLen  = 5 * 8
+	ticketLen1 = 4 * 8 // waitMagic1's
+)
 
 // waitRequest encodes m as a peer request.
 func waitRequest(m *waitMsg) *peer.Request {
@@ -84,9 +110,13 @@ func waitRequest(m *waitMsg) *peer.Request {
 		v = binary.BigEndian.AppendUint64(v, uint64(m.n))
 		v = binary.BigEndian.AppendUint64(v, uint64(m.by))
 	case waitCancel:
-		v = appendTicket(v, m.ticket)
+		v = appendTicket(v, m.ticket, m.old)
 	}
-	return &peer.Request{Op: peer.OpStates, States: []peer.Item{{Key: waitMagic, Value: h}, {Key: m.key, Value: v}}}
+	magic := waitMagic
+	if m.old {
+		magic = waitMagic1
+	}
+	return &peer.Request{Op: peer.OpStates, States: []peer.Item{{Key: magic, Value: h}, {Key: m.key, Value: v}}}
 }
 
 // waitCancelRequest is the cancel of the reservation tk of n hits on key.
@@ -95,7 +125,9 @@ func waitCancelRequest(key string, rule ringlimit.Rule, tk memstore.Ticket) *pee
 }
 
 // isWait reports whether a push's items are a wait message.
-func isWait(items []peer.Item) bool { return len(items) > 0 && items[0].Key == waitMagic }
+func isWait(items []peer.Item) bool {
+	return len(items) > 0 && (items[0].Key == waitMagic || items[0].Key == waitMagic1)
+}
 
 // parseWait decodes a wait message. Every byte is the sender's: the key,
 // the rule and the hits are checked as a call's are (a message that does
@@ -110,7 +142,7 @@ func parseWait(items []peer.Item) (waitMsg, error) {
 	if len(h) < 1 || h[0] != waitReserve && h[0] != waitCancel {
 		return bad("kind")
 	}
-	m := waitMsg{kind: h[0], key: items[1].Key}
+	m := waitMsg{old: items[0].Key == waitMagic1, kind: h[0], key: items[1].Key}
 	var ok bool
 	var err error
 	if m.via, h, ok = readName(h[1:]); !ok || len(h) != 0 {
@@ -137,7 +169,7 @@ func parseWait(items []peer.Item) (waitMsg, error) {
 			return waitMsg{}, fmt.Errorf("%w: %w", errWaitMsg, err)
 		}
 	case waitCancel:
-		if len(v) != ticketLen {
+		if len(v) != ticketLen && !m.old || len(v) != ticketLen1 && m.old {
 			return bad("cancel")
 		}
 		m.ticket = readTicket(v)
@@ -148,18 +180,19 @@ func parseWait(items []peer.Item) (waitMsg, error) {
 	return m, nil
 }
 
-// appendWaitAnswer encodes a reservation's answer's State.
-func appendWaitAnswer(b []byte, tooLong bool, wait time.Duration, tk memstore.Ticket) []byte {
+// appendWaitAnswer encodes a reservation's answer's State, in waitMagic1's
+// layout if old.
+func appendWaitAnswer(b []byte, tooLong bool, wait time.Duration, tk memstore.Ticket, old bool) []byte {
 	f := byte(0)
 	if tooLong {
 		f = 1
 	}
 	b = append(b, f)
 	b = binary.BigEndian.AppendUint64(b, uint64(msCeil(wait)))
-	return appendTicket(b, tk)
+	return appendTicket(b, tk, old)
 }
 
-// parseWaitAnswer decodes it.
+// parseWaitAnswer decodes the answer to a waitMagic request.
 func parseWaitAnswer(b []byte) (tooLong bool, wait time.Duration, tk memstore.Ticket, err error) {
 	if len(b) != 1+8+ticketLen || b[0] > 1 {
 		return false, 0, tk, fmt.Errorf("%w: answer", errWaitMsg)
@@ -237,10 +270,10 @@ func (n *Node) serveWait(ctx context.Context, items []peer.Item) peer.Result {
 		return peer.Result{MovedTo: next}
 	}
 	if errors.Is(err, ringlimit.ErrWaitTooLong) {
-		return peer.Result{Decision: d, State: appendWaitAnswer(nil, true, w.wait, memstore.Ticket{})}
+		return peer.Result{Decision: d, State: appendWaitAnswer(nil, true, w.wait, memstore.Ticket{}, m.old)}
 	}
 	if err != nil {
 		return peer.Result{Err: err}
 	}
-	return peer.Result{Decision: d, State: appendWaitAnswer(nil, false, w.wait, w.ticket)}
+	return peer.Result{Decision: d, State: appendWaitAnswer(nil, false, w.wait, w.ticket, m.old)}
 }

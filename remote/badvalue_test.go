@@ -232,6 +232,16 @@ func TestCorruptValuesTerminate(t *testing.T) {
 		t.Fatal(err)
 	}
 	reals = append(reals, realValue{"sliding_log format 1", logv.rule, logv.at, string(format1(st)), false})
+	// The buckets' values with an epoch (a reservation was made in them).
+	for _, alg := range []ringlimit.Algorithm{ringlimit.TokenBucket, ringlimit.LeakyBucket} {
+		v := values[alg]
+		st, err := remote.DecodeState([]byte(v.value))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.C = 1_765_000_000_000_000
+		reals = append(reals, realValue{alg.String() + " with epoch", v.rule, v.at, string(remote.EncodeState(st)), false})
+	}
 	moving := movingLog(t, c)
 	reals = append(reals, realValue{"sliding_log mid-move", moving.rule, moving.at, moving.value, true})
 	for _, real := range reals {
@@ -250,6 +260,27 @@ func TestCorruptValuesTerminate(t *testing.T) {
 				}
 				cctx, cancel := context.WithTimeout(ctx, callTimeout)
 				_, err := l.AllowN(cctx, "k", real.rule, n)
+				if alg := real.rule.Algorithm; n == 1 && (alg == ringlimit.TokenBucket || alg == ringlimit.LeakyBucket) {
+					// A reservation, and its cancel, on the same bytes.
+					if err := c.Do(ctx, c.B().Set().Key(key).Value(v).Build()).Error(); err != nil {
+						t.Fatal(err)
+					}
+					var undo func(context.Context) error
+					_, _, undo, err = l.Reserve(cctx, "k", real.rule, n, time.Time{})
+					if errors.Is(err, ringlimit.ErrWaitTooLong) {
+						err = nil // a well-formed level past the queue's reach: decided
+					}
+					if undo != nil {
+						if cerr := undo(cctx); cerr != nil {
+							t.Fatalf("%s, %s: cancel: %v", alg, name, cerr)
+						}
+					} else if err == nil {
+						if err := c.Do(ctx, c.B().Set().Key(key).Value(v).Build()).Error(); err != nil {
+							t.Fatal(err)
+						}
+						_, err = l.AllowN(cctx, "k", real.rule, n) // (as it was)
+					}
+				}
 				cancel()
 				pctx, pcancel := context.WithTimeout(ctx, callTimeout)
 				perr := pinger.Do(pctx, pinger.B().Ping().Build()).Error()

@@ -40,3 +40,12 @@ func (k *Connector) Reserve(ctx context.Context, key string, rule ringlimit.Rule
 	}
 	return l.Reserve(ctx, key, rule, n, by)
 }
+
+// StaleCancels is the connected Limiter's StaleCancels (0 before it
+// connects).
+func (k *Connector) StaleCancels() uint64 {
+	if l := k.lim.Load(); l != nil {
+		return l.StaleCancels()
+	}
+	return 0
+}

@@ -26,7 +26,11 @@
 // script did not run.) Peeks run the same script through
 // NewLuaScriptReadOnly (EVALSHA_RO): it writes nothing, so retrying it is
 // safe, and a read-only replica can serve it. Peeks and denied calls write
-// nothing; Reset is one small script (a DEL of a value of ours).
+// nothing; Reset is one small script (a DEL of a value of ours). GiveBack,
+// which takes back a charge its caller did not use (a request refused by
+// another of its limits), is one script too (scripts/give.lua), the give
+// of internal/memstore step for step, and like the consuming ones never
+// retried: a retry would give back twice.
 //
 // Peeks need EVALSHA_RO: Valkey 7.2+ or Redis 7+.
 //
@@ -143,6 +147,22 @@
 // skips the key (no error, not counted as stale) and ClaimState returns an
 // error wrapping ErrBadValue, and neither writes over it.
 //
+// # Hole records
+//
+// A bucket waiter's cancel that cannot give its units back yet (waiters
+// who still wait reserved after it) records them as a hole in the Valkey
+// string Key(key) + "#h" (HoleKey), under the key's hash tag; the holes
+// come back once no live reservation lies above them (internal/memstore's
+// holes.go says how and why it is exact). Its layout is little-endian
+// int64s: the state's epoch, the rule's window (ms) and limit, the
+// record's instant (ms), the level then, the deep holes' bottom and units,
+// and up to 16 runs of holes (their bottom and top), the highest first,
+// all as levels at that instant: 56 bytes and 16 a run. Only the cancel
+// script reads or writes it, as a hint: a record of another state or
+// rule, of a bad length, or out of range is no record (the holes stay in
+// the level until it drains), a foreign string is overwritten and another
+// type left alone. It lives as long as the state it was written beside.
+//
 // # TTLs
 //
 // Every write sets PX to the time until the state stops mattering — the
@@ -190,7 +210,16 @@
 // WaitN (ringlimit.Waiter) on a bucket is one round trip: reserve_bucket.lua
 // consumes the hits, past the capacity if need be, and answers their wait;
 // cancel_bucket.lua gives them back, in a second round trip, only if the
-// waiter gives up first. Its reply is checked like a stored value (see
+// waiter gives up first, and only to the state they were reserved in: a
+// bucket's value that a reservation was made in carries that state's epoch
+// (33 bytes: tag, level, last update, epoch; the server's clock in µs when
+// the first reservation was made in it), which every decision keeps and a
+// Reset, an expiry or a change of algorithm or window ends. A cancel that
+// names another epoch gives nothing back (StaleCancels counts it). A
+// release before this one reads a 33-byte bucket as a value it did not
+// write (ErrBadValue) until the state ends: upgrade every node before
+// using WaitN on the store. WriteStates writes buckets without their
+// epoch (25 bytes). The reservation's reply is checked like a stored value (see
 // FuzzParseReserve). A window or a log takes a round trip per try (see
 // ringlimit.Waiter). Reserve is the single try, for package failover.
 package remote

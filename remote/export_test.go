@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/valkey-io/valkey-go"
+
 	"github.com/ringlimit/ringlimit"
 )
 
@@ -15,7 +17,11 @@ func SetTTLPad(l *Limiter, ms int64) {
 	l.lua = buildScripts(func(alg ringlimit.Algorithm) string { return PaddedScript(alg, ms) })
 	l.multi = buildMulti(pad(MultiScript(), ms))
 	l.wait = buildWait(func(src string) string { return pad(src, ms) })
+	l.give = valkey.NewLuaScript(pad(giveSource(), ms))
 }
+
+// ParseGive is parseGive, for its fuzz target.
+func ParseGive(v string, rule ringlimit.Rule, n int64) (int64, error) { return parseGive(v, rule, n) }
 
 // PaddedScript is Script(alg) with ms added to every TTL it sets.
 func PaddedScript(alg ringlimit.Algorithm, ms int64) string {

@@ -19,6 +19,8 @@ func FuzzDecodeState(f *testing.F) {
 	for _, s := range []remote.State{
 		{Algorithm: ringlimit.TokenBucket, Window: 1000, A: 5000, B: 1_700_000_000_000},
 		{Algorithm: ringlimit.LeakyBucket, Window: 60_000, A: 1, B: 2},
+		{Algorithm: ringlimit.TokenBucket, Window: 1000, A: 5000, B: 1_700_000_000_000, C: 1_700_000_000_000_000}, // with its epoch
+		{Algorithm: ringlimit.LeakyBucket, Window: 60_000, A: 1, B: 2, C: 1<<53 - 1},
 		{Algorithm: ringlimit.FixedWindow, Window: 1, A: 3, B: 4},
 		{Algorithm: ringlimit.SlidingWindow, Window: 86_400_000, A: 19_000, B: 7, C: 9},
 		{Algorithm: ringlimit.SlidingLog, Window: 100, Log: []remote.LogEntry{{Stamp: 10, Count: 2}, {Stamp: 11, Count: 1}}},

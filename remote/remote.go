@@ -112,7 +112,11 @@ type Limiter struct {
 	lua    *scriptSet    // the shared scripts
 	multi  *multiSet     // AllowAll's script
 	wait   *waitSet      // WaitN's scripts (wait.go)
+	give   *valkey.Lua   // GiveBack's script (giveback.go)
 	stale  atomic.Uint64 // WriteStates' writes dropped as stale
+	// staleCancels counts the waiters' cancels dropped because the key's
+	// state was no longer the one their hits were reserved in.
+	staleCancels atomic.Uint64
 }
 
 var _ ringlimit.Limiter = (*Limiter)(nil)
@@ -123,7 +127,7 @@ func New(client valkey.Client, c Config) *Limiter {
 	if p == "" {
 		p = DefaultPrefix
 	}
-	return &Limiter{client: client, prefix: p, clock: c.Clock, lua: scripts, multi: multiScripts, wait: waitScripts}
+	return &Limiter{client: client, prefix: p, clock: c.Clock, lua: scripts, multi: multiScripts, wait: waitScripts, give: giveScript}
 }
 
 // Key returns the Valkey key that holds key's state.

@@ -56,7 +56,8 @@ var ErrBadState = errors.New("remote: bad state")
 // int64, little-endian:
 //
 //	tag:            algorithm (1 byte), window ms (8)
-//	buckets:        tag, A (level), B (last update ms)
+//	buckets:        tag, A (level), B (last update ms), and C (the state's
+//	                epoch, see internal/memstore/wait.go) if it is not 0
 //	FixedWindow:    tag, A (window index), B (count)
 //	SlidingWindow:  tag, A (window index), B (current), C (previous)
 //	SlidingLog:     tag (its first byte 131: format 2), total, head, size,
@@ -110,6 +111,12 @@ func EncodeState(s State) []byte {
 			put(e.Stamp)
 			put(run)
 		}
+	case ringlimit.TokenBucket, ringlimit.LeakyBucket:
+		put(s.A)
+		put(s.B)
+		if s.C != 0 {
+			put(s.C)
+		}
 	default:
 		put(s.A)
 		put(s.B)
@@ -124,7 +131,15 @@ func EncodeState(s State) []byte {
 // release may still read them (a node's hand-off to a peer during a rolling
 // upgrade); DecodeState and the scripts read it too, and the scripts
 // rewrite it in format 2 when they next admit hits.
+//
+// A bucket's epoch (C) is left out, as that release knows none: a state
+// sent to a peer or written behind starts there without one, so a cancel
+// from before gives nothing back to it (a cancel goes to the member that
+// reserved, which no longer holds the state anyway).
 func EncodeStateFormat1(s State) []byte {
+	if s.Algorithm == ringlimit.TokenBucket || s.Algorithm == ringlimit.LeakyBucket {
+		s.C = 0
+	}
 	if s.Algorithm != ringlimit.SlidingLog {
 		return EncodeState(s)
 	}
@@ -181,6 +196,10 @@ func DecodeState(v []byte) (State, error) {
 	switch s.Algorithm {
 	case ringlimit.SlidingWindow:
 		want = 24
+	case ringlimit.TokenBucket, ringlimit.LeakyBucket:
+		if len(body) == 24 { // with its epoch
+			want = 24
+		}
 	case logFormat2:
 		s.Algorithm = ringlimit.SlidingLog
 		return decodeLog(s, v)
@@ -193,6 +212,9 @@ func DecodeState(v []byte) (State, error) {
 	s.A, s.B = word(0), word(1)
 	if want == 24 {
 		s.C = word(2)
+	}
+	if want == 24 && s.Algorithm != ringlimit.SlidingWindow && s.C == 0 {
+		return State{}, fmt.Errorf("%w: %s with an epoch of 0", ErrBadState, s.Algorithm) // (the scripts write none then)
 	}
 	if !inRange(s.A, s.B, s.C) {
 		return State{}, fmt.Errorf("%w: %s fields %d, %d, %d out of range", ErrBadState, s.Algorithm, s.A, s.B, s.C)

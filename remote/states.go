@@ -99,6 +99,11 @@ func (l *Limiter) WriteStates(ctx context.Context, states []KeyState) error {
 			}
 			ms = max(1, ms)
 			k = append(k, l.IndexKey(ks.Key, st.Index))
+			if st.Algorithm == ringlimit.TokenBucket || st.Algorithm == ringlimit.LeakyBucket {
+				// Without its epoch: a value the release before reads too
+				// (the reservations made in it are the writer's to cancel).
+				st.C = 0
+			}
 			a = append(a, valkey.BinaryString(EncodeState(st)), strconv.FormatInt(ms, 10))
 			m++
 		}

@@ -94,8 +94,11 @@ func (l *Limiter) WaitN(ctx context.Context, key string, rule ringlimit.Rule, n 
 // itself (package failover bounds the round trip by its call timeout, not
 // the wait). For a bucket, the hits are consumed at once and d (Allowed)
 // is their admitting Decision as of at, when they act; cancel gives them
-// back if the caller will not act (x/time/rate's rule: what no later
-// reservation was promised), in a round trip of its own. For a window or
+// back if the caller will not act, in a round trip of its own, as
+// memstore's cancel does (at once if no live reservation lies above them,
+// else once none does: see HoleKey), and only to the state they were
+// reserved in: after a Reset, or once the key's state was
+// started afresh, it gives nothing back (counted: StaleCancels). For a window or
 // a log, d is the key's decision now: if Allowed, the hits were consumed
 // and at is now; if not, nothing was, and at is when to try again; cancel
 // is nil. at is on the system clock (now plus the wait the script
@@ -161,13 +164,27 @@ func (l *Limiter) Reserve(ctx context.Context, key string, rule ringlimit.Rule, 
 		if l.clock != nil {
 			args[1] = strconv.FormatInt(l.clock.Now().UnixMilli(), 10)
 		}
-		if err := l.wait.cancel.Exec(ctx, l.client, []string{l.Key(key)}, args).Error(); err != nil {
+		args = append(args, strconv.FormatInt(r.epoch, 10))
+		resp := l.wait.cancel.Exec(ctx, l.client, []string{l.Key(key), l.HoleKey(key)}, args)
+		if err := resp.Error(); err != nil {
 			return fmt.Errorf("remote: cancel %s: %w", rule.Algorithm, callerErr(ctx, err))
+		}
+		if v, err := resp.AsInt64(); err == nil && v < 0 {
+			l.staleCancels.Add(1) // the key's state is not the one the hits were reserved in
 		}
 		return nil
 	}
 	return d, at, cancel, nil
 }
+
+// HoleKey is where the cancel script keeps key's hole record: the
+// reservations cancelled under live ones, whose units come back once no
+// live reservation lies above them (internal/memstore/holes.go; the
+// record's layout is in scripts/cancel_bucket.lua). It is Key(key) +
+// "#h", in the key's hash slot; no key's Key ends that way (see
+// IndexKey). The record is a hint: one that is lost or foreign only keeps
+// those units in the level until it drains.
+func (l *Limiter) HoleKey(key string) string { return l.Key(key) + "#h" }
 
 // A reservation script's status.
 const (
@@ -183,6 +200,7 @@ type reserved struct {
 	level  int64 // the bucket's level just after (units of 1/Window of a hit)
 	t      int64 // the state's instant (ms): the later of the script's now and its last update
 	late   int64 // t − the script's now: a clock behind the state's
+	epoch  int64 // the state's epoch (the cancel names it); 0 if nothing was reserved
 }
 
 // errBadReply: a reservation script's reply that no script of ours sends.
@@ -192,10 +210,10 @@ var errBadReply = errors.New("remote: bad reply")
 // under rule. The store is not trusted: a reply that the script could not
 // have sent for them is an error wrapping errBadReply.
 func parseReserve(v string, rule ringlimit.Rule, n int64) (reserved, error) {
-	if len(v) != 4*8 {
+	if len(v) != 5*8 {
 		return reserved{}, fmt.Errorf("%w: %d bytes", errBadReply, len(v))
 	}
-	r := reserved{status: word(v, 0), wait: word(v, 1), level: word(v, 2), t: word(v, 3)}
+	r := reserved{status: word(v, 0), wait: word(v, 1), level: word(v, 2), t: word(v, 3), epoch: word(v, 4)}
 	const exact = 1 << 53
 	w := rule.WindowMillis()
 	full := rule.Capacity() * w
@@ -208,6 +226,8 @@ func parseReserve(v string, rule ringlimit.Rule, n int64) (reserved, error) {
 		return reserved{}, fmt.Errorf("%w: instant %d", errBadReply, r.t)
 	case r.level < n*w || r.level >= exact || r.status == reserveOK && r.level > full+1<<51:
 		return reserved{}, fmt.Errorf("%w: level %d", errBadReply, r.level)
+	case r.epoch < 0 || r.epoch >= exact || r.status == reserveOK && r.epoch == 0:
+		return reserved{}, fmt.Errorf("%w: epoch %d", errBadReply, r.epoch)
 	}
 	// The wait the level implies, from t (so at most the wait from now).
 	var need int64
@@ -239,3 +259,9 @@ func (r reserved) decision(rule ringlimit.Rule) ringlimit.Decision {
 	}
 	return d
 }
+
+// StaleCancels is how many waiters' cancels gave nothing back, since l was
+// made, because the key's state was no longer the one their hits were
+// reserved in (a Reset, an expiry, or a change of algorithm or window
+// started it afresh; the scripts tell by the state's epoch).
+func (l *Limiter) StaleCancels() uint64 { return l.staleCancels.Load() }

@@ -15,7 +15,9 @@ import (
 
 // The store's reservations are local's: random reservations, decisions and
 // cancels on a bucket, at instants of a shared manual clock, give the same
-// Decisions, the same need to give back, and the same state, step by step.
+// Decisions, the same need to give back, and the same state, step by step;
+// then the waiters left all give up, and the holes their cancels left come
+// back alike.
 func TestReserveMatchesLocal(t *testing.T) {
 	_, c := server(t)
 	ctx := context.Background()
@@ -87,6 +89,26 @@ func TestReserveMatchesLocal(t *testing.T) {
 				rs, err := remote.DecodeState(v)
 				if err != nil || rs.A != ls.A || rs.B != ls.B {
 					t.Fatalf("%s: state: local %+v, remote %+v, %v", where, ls, rs, err)
+				}
+			}
+			// Everyone still waiting gives up, in a random order: the holes
+			// come back alike.
+			for len(pend) > 0 {
+				clk.Advance(time.Duration(rng.Int64N(gap)) * time.Millisecond)
+				i := rng.IntN(len(pend))
+				loc.CancelAt(clk.Now(), pend[i].l)
+				if err := pend[i].r(ctx); err != nil {
+					t.Fatal(err)
+				}
+				pend = append(pend[:i], pend[i+1:]...)
+				ld, _ := loc.AllowNAt(clk.Now(), key, rule, 0)
+				rd, err := rem.Peek(ctx, key, rule)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rd.Source = ld.Source
+				if ld != rd {
+					t.Fatalf("%s seed %d, after a last cancel: local %+v, remote %+v", alg, seed, ld, rd)
 				}
 			}
 		}

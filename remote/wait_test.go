@@ -185,18 +185,21 @@ func TestWaitBadInput(t *testing.T) {
 // The reservation script's reply is read as hostile: any bytes decode or
 // are refused with errBadReply, and what decodes gives a sane Decision.
 func FuzzParseReserve(f *testing.F) {
-	reply := func(status, wait, level, t int64) string {
-		var b [32]byte
-		for i, v := range []int64{status, wait, level, t} {
+	reply := func(status, wait, level, t, epoch int64) string {
+		var b [40]byte
+		for i, v := range []int64{status, wait, level, t, epoch} {
 			binary.LittleEndian.PutUint64(b[8*i:], uint64(v))
 		}
 		return string(b[:])
 	}
-	f.Add(reply(1, 100, 2000, 1_700_000_000_000), byte(0), int64(1))
-	f.Add(reply(1, 0, 1000, 5), byte(1), int64(1))
-	f.Add(reply(2, 5000, 9000, 5), byte(0), int64(3))
-	f.Add(reply(3, 1<<52, 1<<53-1, 5), byte(1), int64(1))
-	f.Add(reply(1, -1, 1000, 5), byte(0), int64(1))
+	f.Add(reply(1, 100, 2000, 1_700_000_000_000, 1_700_000_000_000_000), byte(0), int64(1))
+	f.Add(reply(1, 0, 1000, 5, 7), byte(1), int64(1))
+	f.Add(reply(2, 5000, 9000, 5, 0), byte(0), int64(3))
+	f.Add(reply(3, 1<<52, 1<<53-1, 5, 1<<53-1), byte(1), int64(1))
+	f.Add(reply(1, -1, 1000, 5, 1), byte(0), int64(1))
+	f.Add(reply(1, 100, 2000, 5, 0), byte(0), int64(1)) // reserved, with no epoch
+	f.Add(reply(1, 100, 2000, 5, -1), byte(0), int64(1))
+	f.Add(reply(1, 100, 2000, 5, 1)[:32], byte(0), int64(1)) // the reply before epochs
 	f.Add("bad value", byte(0), int64(1))
 	f.Fuzz(func(t *testing.T, v string, alg byte, n int64) {
 		rule := ringlimit.Rule{Algorithm: ringlimit.Algorithm(alg % 2), Limit: 10, Window: time.Second, Burst: 5}

@@ -126,6 +126,7 @@ type flight struct {
 	inc      uint64            // the incarnation of the last member asked
 	ceded    string            // this node answered a pull of the key meanwhile and gave way to this member
 	maybe    bool              // the member asked was asked only in case (maybeHolder): nothing from it, and the key starts here
+	sourced  bool              // (with maybe) the pull asked its sources first, and they held nothing: ends as nothingFound
 }
 
 // Core is the ownership state of one node. It is not safe for simultaneous
@@ -148,6 +149,8 @@ type Core struct {
 	viewID  uint64
 	leaving View
 	joined  bool
+
+	stopped bool // Stop: the shell closes, and runs no more pulls
 
 	srcs    []*source
 	nextSrc uint64
@@ -174,15 +177,22 @@ type Core struct {
 
 // bug plants one known bug in the core, so that the simulator's mutation
 // test can show it finds each.
-type bug uint8
+type bug uint16
 
 const (
-	bugTwoHolders bug = 1 << iota // a node that gave a key away decides it afresh
-	bugPullTwice                  // a pull is answered with the state, and the state stays
-	bugSkipLoad                   // an unreachable source is given up without the store load
-	bugSkipWindow                 // a ring change leaves no source: new owners decide at once
-	bugLeaseTwice                 // (the simulator's shell) a lease's unused hits come back twice
-	bugDoneLost                   // a Done of the current view whose own source is resolved speaks for none before it
+	bugTwoHolders          bug = 1 << iota // a node that gave a key away decides it afresh
+	bugPullTwice                           // a pull is answered with the state, and the state stays
+	bugSkipLoad                            // an unreachable source is given up without the store load
+	bugSkipWindow                          // a ring change leaves no source: new owners decide at once
+	bugLeaseTwice                          // (the simulator's shell) a lease's unused hits come back twice
+	bugDoneLost                            // a Done of the current view whose own source is resolved speaks for none before it
+	bugGiveUpLive                          // an unanswered pull gives up a holder the view still has alive
+	bugNoMaybeAfterSources                 // a pull whose sources held nothing asks no member of the change that has not said Done
+	bugEqualVersions                       // (the simulator's shell) a hand-over within the ms its epoch stands for keeps the epoch: a state handed back compares equal to the one passed on, and is taken for a copy of it
+	bugPushAcrossInc                       // a push meant for an earlier incarnation of this node is accepted
+	bugConfirmAnyone                       // a confirm is accepted from a member the mark no longer names
+	bugStrayFirst                          // (the simulator's shell) a pull that ends with a stray pushes it on before deciding the calls that waited
+	bugSkipRecall                          // (the simulator's shell) a holder that denies a call recalls none of the key's leases
 )
 
 // New returns the core of the node named self, alone in its ring.
@@ -298,6 +308,11 @@ func (c *Core) Alone() { c.joined = true }
 // Leave starts the graceful leave: from now on every key goes to its owner
 // in without (the ring without this node). The shell pushes every state.
 func (c *Core) Leave(without View) { c.leaving = without }
+
+// Stop says the shell closes: the pulls on their way end with the next
+// unanswered step, whoever the view still has alive (nothing is asked any
+// more; the calls that wait are answered from the store or not at all).
+func (c *Core) Stop() { c.stopped = true }
 
 // Leaving reports whether Leave was called.
 func (c *Core) Leaving() bool { return c.leaving != nil }

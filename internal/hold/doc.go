@@ -36,24 +36,46 @@
 //     to X is on its way), with "nothing here" (and a mark to the asker: it
 //     holds the key from then on, and a state that reaches the answerer
 //     later goes on to it), or with Mine: the answerer is taking the key
-//     itself, and the asker's calls go there. Two members that pull a key
-//     from each other at once break the tie by name. A pull names the
-//     incarnation it expects and carries the members it asked, so a
-//     restarted member never answers for its predecessor and a cycle of
-//     members that name each other ends. A member that said "moved to X"
+//     itself, and the asker's calls go there; or, from a leaver whose own
+//     pull of the key asks another member, with Coming: it gives way to
+//     the asker, what its pull finds is pushed there, and the asker waits
+//     for it (asking again) rather than start the key. Two members that
+//     pull a key from each other at once break the tie by name. A pull
+//     names the incarnation it expects and carries the members it asked,
+//     so a restarted member never answers for its predecessor and a cycle
+//     of members that name each other ends. A member that said "moved to X"
 //     is asked again if X holds nothing (its push may still be on the way,
-//     and its copy is the state).
-//   - A member that cannot be reached is asked again before it is given up
-//     (slow is not dead); then it is told so (Dropped: a state it gave in an
-//     answer that never arrived comes back to it), and the key is loaded
-//     from the store, which holds what holders wrote behind. With a store, a
+//     and its copy is the state). The copy it then serves is a fork (an
+//     origin of its own, Version.Fork): should the push arrive after all,
+//     the two branches know each other, and a state is dropped as a late
+//     copy only where what was passed on descends from it
+//     (Version.Descends), never by epochs alone.
+//   - A member that does not answer is asked again, and is never given up
+//     while this node's view has it (the failure detector still has it
+//     alive: it may be slow, starved, paused or cut off from this node
+//     alone, and still deciding); nor while the membership still has it as
+//     a leaver the view dropped early (Answer.Leaving: a leave is no death,
+//     and a leaver may hold what it gave in an answer). Once the view drops
+//     it (declared dead, or its port refused a connection: the shell drops
+//     it then), it is
+//     given up after a few unanswered pulls: it is told so (Dropped: a
+//     state it gave in an answer that never arrived comes back to it), and
+//     the key is loaded from the store, which holds what holders wrote
+//     behind. A pull whose sources hold nothing asks, once each, the
+//     members of the change that have not said Done (a leaver hands a key
+//     to the owner of its own view, which may not be the ring's owner),
+//     and a load never starts a key over another member's claim in the
+//     store. With a store, a
 //     key that no source holds is loaded too before it starts (its last
 //     holder may have crashed and restarted under the same name).
 //   - A leaving node refuses pushed states (their senders keep them, and
 //     learn that it leaves: their shells drop it from their views), takes
 //     no state back and promises none, and hands its own to the owners of
 //     its latest view, again and again while any comes back, before it
-//     leaves the gossip.
+//     leaves the gossip; and it leaves only once every state it gave (in a
+//     push or a pull's answer) is confirmed (Unconfirmed, within a bound):
+//     gone from the gossip, it can be asked nothing more. A pull of its
+//     own waits for a live member as any pull does.
 //   - States carry versions (see Version): a late or duplicate copy is
 //     never installed over a newer state, and two states of one key that
 //     started apart (two nodes that each took the key while they disagreed
@@ -62,9 +84,11 @@
 //     state of the key that arrives later (the store's copy may lag).
 //
 // A key can be decided in two places only when a holder becomes unreachable
-// to the key's next owner: a crash (what it did not write behind is lost),
-// or a cut that outlasts the pull's retries. Each such episode can add at
-// most the key's capacity.
+// to the key's next owner and the failure detector drops it: a crash (what
+// it did not write behind is lost), or a false death of a holder that was
+// also cut off or paused (it still decides until it learns; see the
+// package node's docs for the time-bounded authority this does not have
+// yet). Each such episode can add at most the key's capacity.
 //
 // # The shell's side
 //
@@ -104,16 +128,20 @@
 // Nothing here waits for a timer: a busy machine delays the events, and the
 // order of events is all the protocol depends on. The deterministic
 // simulator in this package's tests drives the core with the real local
-// store through seeded schedules of delays, drops, cuts (one-way and both
+// store through seeded schedules (each seed has three: a classic one, a
+// swarm one that draws which faults come and how they are shaped, and a
+// stress one with delays past the timeouts) of delays, drops, cuts (one-way and both
 // ways), pauses, false deaths, crashes with restarts, joins, leaves and
 // rolling restarts (a leave, then the same name again), with node's leases
 // of hot keys (granted from the holder's state, decided from, given back,
 // recalled on a denial, stranded by a crash), and
 // checks that every key admits no more than one exact limiter given the same
-// calls (plus the bound for each episode above), and that every call is
-// answered. Replay a schedule with
+// calls (plus the bound for each episode above), that a denial strands no
+// lease's hits, and that every call is answered. Replay a schedule with
 //
-//	go test ./internal/hold -run 'Simulation$' -args -sim.seed=N
+//	go test ./internal/hold -run 'Simulation$' -args -sim.seed=N [-sim.swarm | -sim.stress]
 //
-// and search longer with -sim.n=N (and -sim.first=S).
+// (add -sim.bug=NAME to replay it with one of TestSimulationMutations'
+// planted bugs), and search longer with -sim.n=N (and -sim.first=S), or
+// -sim.long.
 package hold

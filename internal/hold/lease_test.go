@@ -12,6 +12,7 @@ package hold
 // in admitted like any other decision.
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -24,10 +25,12 @@ const simLeaseTTL = 100 * ms
 
 // simLease is a lease a node holds.
 type simLease struct {
-	left  int64
-	until int64 // sim µs
-	from  string
-	id    uint64
+	left    int64
+	until   int64 // sim µs
+	from    string
+	fromInc int   // the incarnation of from that granted it
+	lentAt  int64 // sim µs, when from granted it
+	id      uint64
 }
 
 // simGrant is a lease a holder gave.
@@ -88,6 +91,7 @@ func (s *sim) askLease(n *snode, key, to string) {
 	s.rpc(n.name, to, 80*ms, func(reply func(func())) {
 		t := s.nodes[to]
 		got, id := s.grant(t, key, n.name)
+		tinc, lentAt := t.inc, s.now
 		reply(func() {
 			delete(n.leases.asking, key)
 			if got <= 0 || n.inc != inc {
@@ -101,7 +105,7 @@ func (s *sim) askLease(n *snode, key, to string) {
 			if old := n.leases.held[key]; old != nil {
 				s.giveBack(n, key, old)
 			}
-			b := &simLease{left: got, until: sent + simLeaseTTL, from: to, id: id}
+			b := &simLease{left: got, until: sent + simLeaseTTL, from: to, fromInc: tinc, lentAt: lentAt, id: id}
 			n.leases.held[key] = b
 			s.at(b.until, func() { s.expireLease(n, inc, key, b) })
 		})
@@ -151,7 +155,39 @@ func (s *sim) expireLease(n *snode, inc int, key string, b *simLease) {
 		return
 	}
 	delete(n.leases.held, key)
+	s.checkStranded(n, key, b)
 	s.giveBack(n, key, b)
+}
+
+// checkStranded reports a lease b of key that ends at its borrower n with
+// hits left although its grantor denied a call of key well before, with
+// nothing in the way: a key driven to its limit admits its limit only if
+// the holder, before it denies, recalls what its leases have not used
+// (node's lease.go), and a recall reaches a borrower in a message's delay
+// (slowMax and the 3 ms of a packet's, past which the borrower would have
+// given the lease up), unless a fault held it up (a pause, a cut, a
+// dropped connection, a crash: faultIn, from the earliest recall a denial
+// may have joined).
+func (s *sim) checkStranded(n *snode, key string, b *simLease) {
+	if b.left <= 0 {
+		return
+	}
+	by := s.cfg.mix.slowMax + 3*ms + 1*ms
+	for _, td := range s.denials[deniedAt{b.from, b.fromInc, key}] {
+		if td < b.lentAt || s.now-td <= by || s.faultIn(b.from, n.name, td-simRecallBy, s.now) {
+			continue
+		}
+		s.stranded = append(s.stranded, fmt.Sprintf("%s's lease %d of %s from %s ended with %d hits left, %.0f ms after %s denied a call of %s",
+			n.name, b.id, key, b.from, b.left, float64(s.now-td)/float64(ms), b.from, key))
+		return
+	}
+}
+
+// deniedAt names the denials of one key by one member incarnation.
+type deniedAt struct {
+	member string
+	inc    int
+	key    string
 }
 
 // giveBack sends what b has left to the member that granted it.

@@ -12,9 +12,16 @@ const (
 	Unreachable                   // no answer (the shell's pull timed out, or the member is gone)
 	Mine                          // the member is taking the key itself (a pull of its own is on its way): go there
 	Gone                          // the incarnation asked for is gone (the member restarted): it holds nothing of its predecessor's
+	// Coming: the member leaves, gave way to the asker while a pull of its
+	// own for the key is out, and sends what that pull finds to the asker
+	// (a push): the state may be on its way there. The asker asks again
+	// (after its pull timeout, as for a live member that did not answer)
+	// until the state comes or the member says otherwise; it starts
+	// nothing meanwhile.
+	Coming
 )
 
-var answerNames = [...]string{"none", "state", "moved", "unreachable", "mine", "gone"}
+var answerNames = [...]string{"none", "state", "moved", "unreachable", "mine", "gone", "coming"}
 
 func (k AnswerKind) String() string {
 	if int(k) < len(answerNames) {
@@ -30,6 +37,13 @@ type Answer struct {
 	Inc  uint64           // MovedTo: To's incarnation, as the answerer knew it (0: unknown)
 	St   *ringlimit.State // State; nil is a key whose state expired
 	Ver  Version          // State
+	// Leaving (with Unreachable): the member is still in the membership,
+	// as a leaver this node's view dropped early (it refused a push as
+	// one, see the package doc). Its leave is no death: it runs, holds
+	// what it gave in answers that were not confirmed, and may answer
+	// yet, so it is asked again as a member the view has alive. (It
+	// leaves the membership once its hand-off is confirmed.)
+	Leaving bool
 }
 
 // maxPullSteps bounds the members one pull asks, redirects included.
@@ -70,6 +84,15 @@ func (c *Core) pulled(key string, h uint64, from string, a Answer, held *Version
 		return Action{Kind: Decide, Install: got && !held.Covers(a.Ver)}
 	}
 	if c.leaving != nil {
+		if f != nil && c.alive(from, a) {
+			// A leaver's pull waits for a live member as any pull does:
+			// given up, the member would take back what it gave in an
+			// answer still on its way (Drop), while the member this node
+			// gave way to (ceded) was told nothing is here and starts the
+			// key.
+			f.tries++
+			return Action{Kind: Pull, To: from, Inc: f.inc}
+		}
 		if act, ok := c.leaverPulled(key, h, f, got); ok {
 			return act
 		}
@@ -80,7 +103,7 @@ func (c *Core) pulled(key string, h uint64, from string, a Answer, held *Version
 		return Action{Kind: Decide, Install: got}
 	}
 	if f.maybe {
-		if a.Kind != State && a.Kind != MovedTo && a.Kind != Mine {
+		if a.Kind != State && a.Kind != MovedTo && a.Kind != Mine && a.Kind != Coming {
 			// A member asked only in case held nothing, or did not
 			// answer: the next one that has not said Done, each once;
 			// then, as before their Done, the key starts here (no store
@@ -90,6 +113,11 @@ func (c *Core) pulled(key string, h uint64, from string, a Answer, held *Version
 				f.asked = append(f.asked, to)
 				f.tries, f.inc = 0, inc
 				return Action{Kind: Pull, To: to, Inc: inc}
+			}
+			if f.sourced {
+				// The sources said nothing before these were asked: the
+				// key ends as a pull of its sources that found nothing.
+				return c.nothingFound(key, h, f)
 			}
 			if o := c.Owner(h); o != c.self && !f.promised {
 				return c.conclude(key, f, Action{Kind: Forward, To: o})
@@ -125,6 +153,15 @@ func (c *Core) pulled(key string, h uint64, from string, a Answer, held *Version
 			f.namedBy[a.To] = from
 			return Action{Kind: Pull, To: a.To, Inc: a.Inc}
 		}
+	case Coming:
+		// from leaves, and gave way to this node while its own pull was
+		// out: what that pull finds comes here (Arrived ends this pull).
+		// Until it says otherwise, nothing starts here: told "nothing"
+		// instead, this node started the key from the store while the
+		// state was on its way to from (stress seed 11084). Asked again,
+		// paced as a member that did not answer; not a step.
+		f.tries = 0
+		return Action{Kind: Pull, To: from, Inc: f.inc}
 	case Mine:
 		// from is taking the key (or won the tie with this node): the
 		// calls go there. A mark that says where the state is stays.
@@ -143,7 +180,8 @@ func (c *Core) pulled(key string, h uint64, from string, a Answer, held *Version
 			f.tries, f.inc = 0, 0
 			return Action{Kind: Pull, To: by, Gone: gone, GoneInc: inc}
 		}
-		if m := c.marks[key]; m != nil && m.to == from && m.copy != nil && !m.served && (a.Kind == Gone || f.tries >= maxPullTries-1) {
+		live := c.alive(from, a)
+		if m := c.marks[key]; m != nil && m.to == from && m.copy != nil && !m.served && (a.Kind == Gone || f.tries >= maxPullTries-1 && !live) {
 			// This node pushed the state to from, which is gone (or
 			// cannot be reached) before it confirmed: the copy is the
 			// state. It comes back here. (Not once the copy went out in
@@ -153,9 +191,14 @@ func (c *Core) pulled(key string, h uint64, from string, a Answer, held *Version
 			delete(c.pulls, key)
 			return Action{Kind: Decide, Install: true, St: m.copy, Ver: m.ver}
 		}
-		if a.Kind == Unreachable && f.tries < maxPullTries-1 {
+		if a.Kind == Unreachable && (f.tries < maxPullTries-1 || live) {
 			// Slow is not dead: a member thought gone may still answer,
-			// and it may hold the state. Ask again before giving up on it.
+			// and it may hold the state. Ask again before giving up on it;
+			// and while the failure detector still has it alive (it is in
+			// this node's view), never give up: it may be deciding the
+			// key now (paused, starved, or cut off from this node alone).
+			// The calls meanwhile wait, or go to the store by their own
+			// deadlines, not by this pull's.
 			f.tries++
 			return Action{Kind: Pull, To: from, Inc: f.inc}
 		}
@@ -199,6 +242,32 @@ func (c *Core) pulled(key string, h uint64, from string, a Answer, held *Version
 		f.tries, f.inc = 0, inc
 		return Action{Kind: Pull, To: to, Inc: inc}
 	}
+	if to, inc := c.maybeHolder(h, f.asked); to != "" && len(f.asked) < maxPullSteps && c.bugs&bugNoMaybeAfterSources == 0 {
+		// The owners before hold nothing, but a member of the change
+		// that has not said Done may: a leaver hands a key to the owner
+		// of its own view, which may not be the ring's owner now (it
+		// sends it on as a stray, and says Done only once that push is
+		// confirmed). Each such member is asked once, as Call does for
+		// a key with no source.
+		f.asked = append(f.asked, to)
+		f.tries, f.inc = 0, inc
+		f.maybe, f.sourced = true, true
+		return Action{Kind: Pull, To: to, Inc: inc}
+	}
+	return c.nothingFound(key, h, f)
+}
+
+// alive reports whether a (an answer of from) is Unreachable from a member
+// the failure detector still has alive: in this node's view, or a leaver
+// still in the membership (Answer.Leaving). Such a member is asked again,
+// never given up (unless the shell stops).
+func (c *Core) alive(from string, a Answer) bool {
+	return a.Kind == Unreachable && (c.inView(from) || a.Leaving) && !c.stopped && c.bugs&bugGiveUpLive == 0
+}
+
+// nothingFound ends a pull of key whose sources (and the members asked in
+// case) held nothing.
+func (c *Core) nothingFound(key string, h uint64, f *flight) Action {
 	if m := c.marks[key]; m != nil && m.to != c.self && m.copy != nil {
 		// This node gave the state away while its pull was out, and the
 		// push is not confirmed: the state is there, or comes back here.
@@ -275,9 +344,16 @@ func (c *Core) Loaded(key string, claimant string, inc uint64) Action {
 	if f == nil {
 		return Action{Kind: Decide}
 	}
-	if claimant != "" && claimant != c.self && len(f.asked) < maxPullSteps {
+	if claimant != "" && claimant != c.self {
 		// Another member loaded the key first: it holds it, or knows who
 		// does. The load here is not installed.
+		if len(f.asked) >= maxPullSteps {
+			// Out of steps (members that each named the other while a
+			// push between them was on its way): the claim still stands,
+			// so the key is not started here; the calls go to the
+			// claimant, which holds it or sends them on.
+			return c.conclude(key, f, Action{Kind: Forward, To: claimant})
+		}
 		f.asked = append(f.asked, claimant)
 		f.tries, f.inc = 0, inc
 		return Action{Kind: Pull, To: claimant, Inc: inc}
@@ -322,6 +398,9 @@ type Ask struct {
 	GoneInc uint64
 	Has     bool // the key's state is in the local store
 	Now     int64
+	// Fork is a fresh origin (not 0), for a copy served while the push it
+	// is a copy of may still arrive (see Version.Fork).
+	Fork uint64
 }
 
 // Reply is what this node answers to a pull. With Give the shell takes the
@@ -356,8 +435,18 @@ func (c *Core) Asked(a Ask) Reply {
 		// to the asker (kept as its copy until it confirms). Not once the
 		// copy went out in a pull's answer: the member may have asked
 		// again in a later incarnation, and installed it.
+		//
+		// The push may still arrive at m.to, which then passes it on to
+		// the asker: the state forks here. The copy served carries an
+		// origin of its own (Fork), so that each branch knows the other
+		// when they meet: the push's is an ancestor of this one's, never
+		// a descendant (Arrived drops it), and this one is never taken
+		// for a late copy of the push (by epochs alone, a relay of the
+		// push could pass the version of this branch, decided on and
+		// handed back, and both were dropped: the key lost).
+		fv := m.ver.Fork(a.Fork)
 		c.setMark(a.Key, &mark{to: a.From, ver: m.ver, copy: m.copy, until: m.until, served: true})
-		return Reply{Copy: m.copy, Ver: m.ver, A: Answer{Kind: State, St: m.copy, Ver: m.ver}}
+		return Reply{Copy: m.copy, Ver: fv, A: Answer{Kind: State, St: m.copy, Ver: fv}}
 	}
 	if m := c.liveMark(a.Key, a.Now); m != nil && m.to == a.From && m.copy != nil {
 		// Every pull of its gets the copy until it confirms one: an
@@ -391,6 +480,12 @@ func (c *Core) Asked(a Ask) Reply {
 		}
 		f.ceded = a.From
 		c.setMark(a.Key, &mark{to: a.From, until: a.Now + c.MaxUntil})
+		if last := f.asked[len(f.asked)-1]; last != a.From && c.leaving != nil {
+			// A leaver's pull asks another member, whose answer may
+			// bring the state: it goes on to the asker (ceded), which
+			// waits for it.
+			return Reply{A: Answer{Kind: Coming}}
+		}
 		return Reply{A: Answer{Kind: None}}
 	}
 	if m := c.liveMark(a.Key, a.Now); m != nil && m.to != c.self {

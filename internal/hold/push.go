@@ -87,9 +87,27 @@ func (c *Core) HasCopy(key string) bool {
 	return m != nil && m.copy != nil
 }
 
+// Unconfirmed is the number of states this node gave away (in a push or
+// in a pull's answer) whose taker has not confirmed them yet: it keeps a
+// copy of each, which is the state until then. A leaving node leaves the
+// membership only once none is left (or after its bound): its peers can
+// no longer ask it then, and a copy still here would be lost with it
+// while its taker, given up on asking, starts the key from the store.
+//
+// It visits every mark: a leaver's Close calls it, not a call.
+func (c *Core) Unconfirmed() int {
+	n := 0
+	for _, m := range c.marks {
+		if m.copy != nil {
+			n++
+		}
+	}
+	return n
+}
+
 // Confirmed records that the member to installed the state pushed to it.
 func (c *Core) Confirmed(key, to string) {
-	if m := c.marks[key]; m != nil && m.to == to {
+	if m := c.marks[key]; m != nil && (m.to == to || c.bugs&bugConfirmAnyone != 0) {
 		m.copy = nil
 	}
 }
@@ -129,7 +147,7 @@ type Arrival struct {
 // A node that leaves refuses every state (refused): its sender keeps it
 // (TakeBack), since what arrives now could stay behind.
 func (c *Core) Arrived(a Arrival) (install bool, on string, refused bool) {
-	if a.Inc != 0 && a.Inc != c.Inc {
+	if a.Inc != 0 && a.Inc != c.Inc && c.bugs&bugPushAcrossInc == 0 {
 		// Meant for an earlier incarnation of this node, which is gone:
 		// the sender keeps it (it may have taken its copy back already).
 		return false, "", true
@@ -141,7 +159,7 @@ func (c *Core) Arrived(a Arrival) (install bool, on string, refused bool) {
 		return false, "", false // a copy of one installed already
 	}
 	m := c.liveMark(a.Key, a.Now)
-	if m != nil && m.to != c.self && !m.ver.Less(a.Ver) {
+	if m != nil && m.to != c.self && m.ver.Descends(a.Ver) {
 		return false, "", false // a late copy of one this node has passed on since
 	}
 	if c.leaving != nil {

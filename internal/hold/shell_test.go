@@ -104,7 +104,7 @@ func (s *sim) push(n *snode, to string, items []pushed, try int) {
 				// by the next push (node's push loop visits it as a stray).
 				if st, ver, ok := n.core.TakeBack(it.key, to); ok {
 					if !n.lim.Has(it.key) {
-						n.lim.Import(it.key, *st)
+						n.lim.ImportChanged(it.key, *st) // (node's take-back installs: installLocked)
 						n.vers[it.key] = ver
 						n.leases.arrived[it.key] = s.now
 					}
@@ -279,7 +279,7 @@ func (s *sim) install(n *snode, key string, st ringlimit.State, ver Version) {
 		st = memstore.Merge(cur, st)
 		ver = Join(n.vers[key], ver)
 	}
-	n.lim.Import(key, st)
+	n.lim.ImportChanged(key, st) // (written behind next: node's installLocked)
 	n.vers[key] = ver
 	n.leases.arrived[key] = s.now
 }
@@ -294,17 +294,55 @@ func (s *sim) decide(n *snode, c *scall) ringlimit.Decision {
 		panic(err)
 	}
 	n.served[c.id] = d
-	if !d.Allowed && len(n.leases.lent[c.key]) > 0 {
+	if !d.Allowed {
+		id := deniedAt{n.name, n.inc, c.key}
+		s.denials[id] = append(s.denials[id], s.now)
+	}
+	if !d.Allowed && len(n.leases.lent[c.key]) > 0 && s.cfg.bugs&bugSkipRecall == 0 {
 		s.recall(n, c.key)
 	}
 	if d.Allowed {
 		s.admitted[c.key]++
+		if s.deadWhileFaulted(n) {
+			// Declared dead by a member while it was paused or cut off,
+			// and deciding again: the episode the bound allows for (time-
+			// bounded authority would make it none: docs/holder-authority.md).
+			s.credit(c.key, n.name)
+		}
 		if n.vers[c.key].Epoch == 0 {
 			n.vers[c.key] = Fresh(s.nodeNow(n), s.rng.Uint64()|1) // a fresh start here
 		}
 		s.logf("%s admits %s (#%d, call %d)", n.name, c.key, s.admitted[c.key], c.id)
 	}
 	return d
+}
+
+// deadWhileFaulted reports whether a live member's view has dropped n (a
+// false death: n has not left) while n was paused or cut off lately.
+func (s *sim) deadWhileFaulted(n *snode) bool {
+	if _, left := s.announced[n.name]; left || n.core.Leaving() {
+		return false
+	}
+	dropped := false
+	for _, m := range s.nodes {
+		if m != n && m.alive && m.joined && !slices.Contains(m.view, n.name) {
+			dropped = true
+			break
+		}
+	}
+	if !dropped {
+		return false
+	}
+	since := s.now - 1000*ms
+	if s.pausedIn(n, since, s.now) > 0 {
+		return true
+	}
+	for k, l := range s.links {
+		if (k[0] == n.name || k[1] == n.name) && l.cutUntil > since {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *sim) finish(c *scall, d ringlimit.Decision) {
@@ -400,6 +438,8 @@ func (s *sim) storeDecide(n *snode, c *scall, lost string) {
 	}
 	if lost != "" && s.lost(n.name, lost, 3*100*ms) {
 		s.credit(c.key, lost)
+	} else if lost != "" {
+		s.creditSlow(c.key)
 	}
 	s.storeDecs[c.key]++
 	d, err := s.store.lim.AllowNAt(time.UnixMilli(s.base+s.now/ms), c.key, s.rules[c.key], 1)
@@ -425,12 +465,14 @@ func (s *sim) pullGone(n *snode, key, to string, want uint64, gone string, goneI
 	s.rpc(n.name, to, 80*ms, func(reply func(func())) {
 		t := s.nodes[to]
 		defer func() { s.logf("%s asked %s by %s", t.name, key, n.name) }()
-		r := t.core.Asked(Ask{Key: key, Hash: h, From: n.name, Inc: want, Path: path, Gone: gone, GoneInc: goneInc, Has: t.lim.Has(key), Now: s.nodeNow(t)})
+		s.forks++ // (a fork's origin, not drawn from rng: the schedules stay as they were)
+		r := t.core.Asked(Ask{Key: key, Hash: h, From: n.name, Inc: want, Path: path, Gone: gone, GoneInc: goneInc, Has: t.lim.Has(key), Now: s.nodeNow(t),
+			Fork: splitmix(s.forks) | 1})
 		a := r.A
 		switch {
 		case r.Give:
 			st, ok := t.lim.Take(key)
-			ver := t.vers[key].Next(s.nodeNow(t))
+			ver := s.next(t.vers[key], s.nodeNow(t))
 			delete(t.vers, key)
 			if ok {
 				c := st
@@ -462,22 +504,33 @@ func (s *sim) pullGone(n *snode, key, to string, want uint64, gone string, goneI
 		} else {
 			delete(n.faulted, key)
 		}
-		s.pulled(n, key, to, Answer{Kind: Unreachable})
+		// A leaver this node's view dropped when it refused a push is
+		// still in the membership (the gossip) until it leaves: alive,
+		// and asked again (node's askPull says the same). Not once its
+		// process is gone: node's connection is refused then, and its
+		// membership drops it (a gossip that still names it, here, can
+		// be one delivered late: classic seed 28269 asked a stopped
+		// leaver for ever).
+		t := s.nodes[to]
+		leaving := slices.Contains(n.gossip, to) && !slices.Contains(n.view, to) && t != nil && t.alive
+		s.pulled(n, key, to, Answer{Kind: Unreachable, Leaving: leaving})
 	})
 }
 
 func (s *sim) pulled(n *snode, key, from string, a Answer) {
 	h := ring.Hash(key)
 	s.logf("%s pulled %s from %s: %d %s", n.name, key, from, a.Kind, a.To)
+	inView := slices.Contains(n.view, from)
 	act := n.core.Pulled(key, h, from, a, s.held(n, key), s.nodeNow(n))
 	s.logf("%s pulled %s: ver %v -> %s %s install=%v", n.name, key, a.Ver, act.Kind, act.To, act.Install)
 	if a.Kind == Unreachable && !(act.Kind == Pull && act.To == from) {
 		// Given up on a member after maxPullTries unanswered pulls: the
-		// exception the bound allows for if it crashed, was cut off, or
-		// was paused longer than that give-up bound (to its peers, a
-		// member paused that long is a crashed one). A member that was
-		// only slow is not one.
-		if f := n.faulted[key]; s.lost(n.name, from, maxPullTries*80*ms) || f.to == from && f.n >= maxPullTries {
+		// exception the bound allows for if it crashed, or if the
+		// failure detector dropped it (a false death) while it was cut
+		// off or paused. A member this node's view still has alive is
+		// never given up (slow, starved, paused or cut off for less
+		// than detection): no excuse, so no episode.
+		if f := n.faulted[key]; !inView && (s.lost(n.name, from, maxPullTries*80*ms) || f.to == from && f.n >= maxPullTries) {
 			// (Lost too: every pull of it timed out for a fault, its
 			// pauses and cuts together, even if no one lasted the bound.)
 			s.credit(key, from)
@@ -496,12 +549,18 @@ func (s *sim) pulled(n *snode, key, from string, a Answer) {
 		} else {
 			s.install(n, key, *a.St, a.Ver)
 		}
-		// Confirm: the member drops the copy it kept.
-		me := n.name
-		s.send(me, from, func() { s.nodes[from].core.Confirmed(key, me) })
 	}
 	switch act.Kind {
 	case Pull:
+		if a.Kind == Coming && act.To == from {
+			// Asked again once its pull timeout has passed (node's
+			// pullPause), not at once: the state is on its way.
+			inc := n.inc
+			s.at(s.now+80*ms, func() {
+				s.deliver(n.name, inc, func() { s.pullGone(n, key, act.To, act.Inc, act.Gone, act.GoneInc) })
+			})
+			break
+		}
 		s.pullGone(n, key, act.To, act.Inc, act.Gone, act.GoneInc)
 	case Load:
 		s.load(n, key, act.Cleared)
@@ -512,6 +571,17 @@ func (s *sim) pulled(n *snode, key, from string, a Answer) {
 			s.pushTo(n, key, act.PushTo)
 		}
 		s.redirect(n, key, act.To)
+	}
+	if act.Install && act.St == nil {
+		// Confirm: the member drops the copy it kept. As node's, it goes
+		// after what the pull's end set off (the calls decided, the state
+		// pushed on, perhaps back to that member): the confirm may come
+		// after the state did, and after the member gave it on again.
+		me := n.name
+		s.send(me, from, func() {
+			s.logf("%s hears %s confirm %s", from, me, key)
+			s.nodes[from].core.Confirmed(key, me)
+		})
 	}
 }
 
@@ -539,11 +609,23 @@ func (s *sim) give(n *snode, key, to string) (pushed, bool) {
 	if !ok {
 		return pushed{}, false
 	}
-	ver := n.vers[key].Next(s.nodeNow(n))
+	ver := s.next(n.vers[key], s.nodeNow(n))
 	delete(n.vers, key)
 	c := st
 	n.core.Gave(key, to, ver, &c, st.Until)
 	return pushed{key, st, ver, n.core.MarkInc(key)}, true
+}
+
+// next is the version a state takes when it leaves a holder at now (ms):
+// Version.Next, whose epoch rises at every hand-over even when the clock
+// has not moved on (within a ms, or on a taker whose clock is behind).
+func (s *sim) next(v Version, now int64) Version {
+	if s.cfg.bugs&bugEqualVersions != 0 {
+		// The planted off-by-one: the epoch follows the clock, and stays
+		// where the clock has not passed it.
+		return Version{Epoch: max(v.Epoch, uint64(now)), Origins: v.Origins}
+	}
+	return v.Next(now)
 }
 
 // redirect sends the calls parked on key at n to the member to: n's own
@@ -607,6 +689,12 @@ func (s *sim) load(n *snode, key string, cleared []string) {
 // release decides every call parked on key at n: the state is here now, or
 // the key starts here.
 func (s *sim) release(n *snode, key string, stray bool) {
+	if stray && s.cfg.bugs&bugStrayFirst != 0 {
+		// The planted order: the state goes on before the calls that
+		// waited for it are decided, so they start the key afresh here.
+		s.pushStray(n, key)
+		stray = false
+	}
 	ws := n.waiting[key]
 	delete(n.waiting, key)
 	for _, c := range ws {
@@ -642,7 +730,8 @@ func (s *sim) storeWrite(key string, st ringlimit.State, ver Version) {
 	s.store.vers[key] = ver
 }
 
-// writeBehind writes n's states to the store, each with its next version.
+// writeBehind writes n's changed states to the store, each with its next
+// version.
 func (s *sim) writeBehind(n *snode) {
 	if !n.alive || n.paused > s.now {
 		return
@@ -652,18 +741,32 @@ func (s *sim) writeBehind(n *snode) {
 		st  ringlimit.State
 		ver Version
 	}
+	// Only the states changed since the last round are written (node's
+	// Drain of the local store's TrackChanges marks): a state that merely
+	// sits here is not written again. (Written every round, a holder's copy
+	// overwrote, every 20 ms, what the store tier had decided from the
+	// store's copy since; node never writes a state it did not change.)
+	changed := map[string]bool{}
+	n.lim.Drain(func(key string, _ memstore.State) { changed[key] = true })
 	var ws []w
 	n.lim.Range(func(key string, st memstore.State) bool {
-		v := n.vers[key]
-		v.Seq++
-		n.vers[key] = v
-		ws = append(ws, w{key, st, v})
+		ws = append(ws, w{key, st, Version{}})
 		return true
 	})
 	slices.SortFunc(ws, func(a, b w) int { return strings.Compare(a.key, b.key) }) // (the store's order is not the seed's)
 	for _, x := range ws {
 		// The write travels: a late one must not overwrite a newer state.
-		s.at(s.now+s.rnd(100*us, 30*ms), func() { s.storeWrite(x.key, x.st, x.ver) })
+		// (A delay is drawn for every state held, written or not: the
+		// seeds' schedules stay as they were.)
+		d := s.rnd(100*us, 30*ms)
+		if !changed[x.key] {
+			continue
+		}
+		v := n.vers[x.key]
+		v.Seq++
+		n.vers[x.key] = v
+		x.ver = v
+		s.at(s.now+d, func() { s.storeWrite(x.key, x.st, x.ver) })
 	}
 }
 
@@ -679,4 +782,12 @@ func (s *sim) reroute(n *snode, c *scall) {
 	c.hops, c.tries = 0, 0
 	inc := n.inc
 	s.at(s.now+20*ms, func() { s.deliver(n.name, inc, func() { s.route(n, c, "") }) })
+}
+
+// splitmix is SplitMix64's output function: distinct origins from a counter.
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
 }

@@ -28,7 +28,9 @@ import (
 // again once the leaver stops), their news reaching the views up to 250 ms
 // late; a write-behind store with versioned (compare-and-set) writes; clock
 // skew; bursts of calls around each fault; node's leases of hot keys
-// (lease_test.go). A node's timeouts do not count
+// (lease_test.go); and, in half the stress schedules, members that crash
+// and restart under their names again and again within a few ms, each slow
+// to start (mix.bounce). A node's timeouts do not count
 // the time it was paused itself (node's follow its own lag).
 //
 // The invariant: for every key, the hits admitted are at most what one
@@ -40,7 +42,9 @@ import (
 // outlasts the pull's timeout, or pauses and cuts that together kept it
 // from answering every pull until the puller gave up. Each such episode (a
 // store load after an unreachable pull, a store decision after a forward
-// failed) may add at most C: admitted ≤ C × (1 + episodes). Liveness: every call made on a
+// failed) may add at most C: admitted ≤ C × (1 + episodes). A key driven
+// to its limit admits its limit: no lease keeps hits its grantor's denial
+// should have recalled (checkStranded). Liveness: every call made on a
 // node that did not crash is answered once the faults heal.
 
 const (
@@ -56,6 +60,74 @@ type simConfig struct {
 	span   int64 // µs over which calls and faults are spread
 	bugs   bug
 	kinds  uint // the kinds of fault drawn (see fault)
+	mix    mix
+}
+
+// mix shapes a schedule's faults and delays. The classic search draws
+// every schedule from one mix (classicMix); a swarm schedule draws its own
+// (swarmMix): swarm testing (Groce et al., ISSTA 2012) finds the bugs that
+// need many faults of one kind, or a fault kind left out, which a mix of
+// every kind at fixed rates rarely makes.
+type mix struct {
+	slowPkt    int   // one delivery in slowPkt is a slow packet (0: none)
+	slowMax    int64 // µs, the longest extra delay of a slow packet
+	gossipMax  int64 // µs, the longest a view change takes to reach a member
+	falseMax   int64 // µs, the longest a false death lasts
+	restartMax int64 // µs, the longest a crashed member stays down
+	restarts   bool  // a graceful leave is a rolling restart's (the same name starts again) at once, not half the time
+	// stress: delays past the timeouts (slow packets longer than a
+	// forward's timeout, slow gossip, more faults). A forward to a live
+	// owner then times out for slowness alone and the store decides, as
+	// an overloaded node's fail-open tier does: each key may add one
+	// episode for those store decisions, and liveness is not checked
+	// (its bound is stated for the classic envelope). Safety is.
+	stress bool
+	// bounce: a crashed member comes back within a few ms, and crashes
+	// and comes back again, up to three times, each soon after it
+	// started: the pushes its peers send it when it joins are on their way
+	// when it restarts under its name (a retry then reaches a later
+	// incarnation), and their pulls find it gone.
+	bounce bool
+}
+
+func classicMix() mix {
+	return mix{slowPkt: 20, slowMax: 40 * ms, gossipMax: 60 * ms, falseMax: 600 * ms, restartMax: 400 * ms}
+}
+
+// stressMix draws a swarm mix past the classic envelope (see mix.stress).
+func stressMix(r *rand.Rand, kinds uint) (mix, uint) {
+	m, kinds := swarmMix(r, kinds)
+	pick := func(xs ...int64) int64 { return xs[r.IntN(len(xs))] }
+	m.slowPkt = int(pick(3, 8))
+	m.slowMax = pick(40*ms, 120*ms)
+	m.gossipMax = pick(60*ms, 200*ms)
+	m.stress = true
+	return m, kinds
+}
+
+// swarmMix draws a schedule's mix from its own random source, and thins
+// the kinds of fault: each kind is kept with even odds.
+func swarmMix(r *rand.Rand, kinds uint) (mix, uint) {
+	pick := func(xs ...int64) int64 { return xs[r.IntN(len(xs))] }
+	// Delays stay within the classic envelope (the timeouts and the
+	// liveness bound, maxWait, are stated for it): a swarm varies which
+	// faults come, how many, and how fast members restart.
+	m := mix{
+		slowPkt:    int(pick(0, 20)),
+		slowMax:    40 * ms,
+		gossipMax:  pick(5*ms, 60*ms),
+		falseMax:   pick(100*ms, 600*ms),
+		restartMax: pick(5*ms, 60*ms, 400*ms),
+		restarts:   r.IntN(2) == 0,
+	}
+	var thin uint
+	for thin == 0 {
+		thin = uint(r.Uint64()) & allFaults
+	}
+	if kinds&thin != 0 {
+		kinds &= thin
+	}
+	return m, kinds
 }
 
 type event struct {
@@ -81,12 +153,13 @@ func (s *sim) at(t int64, fn func()) {
 }
 
 type sim struct {
-	cfg  simConfig
-	rng  *rand.Rand
-	now  int64
-	seq  uint64
-	q    eventQ
-	base int64 // ms since the epoch at sim time 0
+	cfg   simConfig
+	rng   *rand.Rand
+	now   int64
+	seq   uint64
+	forks uint64 // copies served as forks (their origins, see Version.Fork)
+	q     eventQ
+	base  int64 // ms since the epoch at sim time 0
 
 	nodes   map[string]*snode
 	members []string // the members in the truth (alive, joined, not left)
@@ -99,9 +172,11 @@ type sim struct {
 	keys      []string
 
 	admitted      map[string]int64
-	leased        int // calls decided from leases
-	pastLeaver    int // forwards to a leaver that did not answer, routed past it
-	joinedRecalls int // denials that found a grant's recall on its way, and sent none
+	leased        int                  // calls decided from leases
+	pastLeaver    int                  // forwards to a leaver that did not answer, routed past it
+	joinedRecalls int                  // denials that found a grant's recall on its way, and sent none
+	denials       map[deniedAt][]int64 // sim µs of every denial by a member incarnation, by key
+	stranded      []string             // leases that ended with hits left well after a denial by their grantor (checkStranded)
 	episodes      map[string]int64
 	calls         []*scall
 	msgs          int
@@ -110,6 +185,7 @@ type sim struct {
 	credited      map[string]bool // key+member+incarnation: an episode counted
 	storeDecs     map[string]int  // key: decisions the store made
 	loads         map[string]int  // key: loads from the store
+	faultTime     int64           // µs, how long the schedule's cuts and pauses lasted, in all
 	log           []string        // the last events, printed with a violation
 	trace         bool
 }
@@ -135,6 +211,7 @@ type snode struct {
 	lim      *memstore.Limiter
 	vers     map[string]Version
 	view     []string
+	viewIncs []int               // the incarnations of view's members when it was set
 	gossip   []string            // the view gossip gave it, leavers included
 	leavers  map[string]int      // members that refused a push as leavers, in that incarnation
 	waiting  map[string][]*scall // calls parked on a pull
@@ -191,7 +268,7 @@ func (c simClock) Now() time.Time {
 func newSim(cfg simConfig) *sim {
 	s := &sim{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.seed, cfg.seed^0x9e3779b97f4a7c15)),
 		base: 1_700_000_000_000 + 3600_000, nodes: map[string]*snode{}, links: map[[2]string]*link{},
-		rules: map[string]ringlimit.Rule{}, admitted: map[string]int64{}, episodes: map[string]int64{}, parked: map[*scall]func(ringlimit.Decision){}, parkedMoved: map[*scall]func(string){}, credited: map[string]bool{}, storeDecs: map[string]int{}, loads: map[string]int{}, announced: map[string]int{}}
+		rules: map[string]ringlimit.Rule{}, admitted: map[string]int64{}, episodes: map[string]int64{}, parked: map[*scall]func(ringlimit.Decision){}, parkedMoved: map[*scall]func(string){}, credited: map[string]bool{}, denials: map[deniedAt][]int64{}, storeDecs: map[string]int{}, loads: map[string]int{}, announced: map[string]int{}}
 	var zero int64
 	s.store = &simStore{claims: map[string]claim{}, lim: memstore.New(memstore.Config{MaxKeys: 1024, Clock: simClock{s, &zero}}), vers: map[string]Version{}}
 	for i := range cfg.keys {
@@ -253,7 +330,7 @@ func (s *sim) spread(except map[string][]string) {
 		if !slices.Contains(v, name) && n.joined {
 			continue // leaving or gone: its own view no longer changes
 		}
-		d := s.rnd(1*ms, 60*ms)
+		d := s.rnd(1*ms, s.cfg.mix.gossipMax)
 		lk := s.link("gossip", name)
 		t := max(s.now+d, lk.last+1)
 		lk.last = t
@@ -300,10 +377,17 @@ func (s *sim) setView(name string, inc int, v []string) {
 	}
 	n.gossip = v
 	v = s.filterLeavers(n, v)
-	if slices.Equal(n.view, v) {
+	// A member that restarted under its name is another member: its view
+	// changes (node's view ids include the incarnations), even when the
+	// names do not.
+	incs := make([]int, len(v))
+	for i, m := range v {
+		incs[i] = s.nodes[m].inc
+	}
+	if slices.Equal(n.view, v) && slices.Equal(n.viewIncs, incs) {
 		return
 	}
-	n.view = v
+	n.view, n.viewIncs = v, incs
 	if !slices.Contains(v, name) {
 		return
 	}
@@ -378,10 +462,15 @@ func (s *sim) send(from, to string, fn func()) {
 	if l.blocked > s.now {
 		return
 	}
-	t := max(s.now+s.rnd(50*us, 3*ms), l.last+1)
-	if s.rng.IntN(20) == 0 {
-		t += s.rnd(5*ms, 40*ms) // a slow packet: the link is FIFO, so the rest wait too
+	t := s.now + s.rnd(50*us, 3*ms)
+	if m := s.cfg.mix; m.slowPkt > 0 && s.rng.IntN(m.slowPkt) == 0 {
+		t += s.rnd(5*ms, m.slowMax) // a slow packet: the link is FIFO, so the rest wait too
 	}
+	// (FIFO: not before the last one. A slow packet delays itself by at
+	// most slowMax, not the queue behind the last one by as much again:
+	// added to the queue's end, slow packets on a busy link piled up into
+	// delays of hundreds of ms, past the mix's envelope.)
+	t = max(t, l.last+1)
 	l.last = t
 	conn := l.conn
 	dst := s.nodes[to]
@@ -493,7 +582,7 @@ func (s *sim) start(name string) *snode {
 	n.core.Seeded = true
 	n.core.Stored = true
 	n.core.setBugs(s.cfg.bugs)
-	n.lim = memstore.New(memstore.Config{MaxKeys: 1024, Clock: simClock{s, &n.skew}, Hash: ring.Hash})
+	n.lim = memstore.New(memstore.Config{MaxKeys: 1024, Clock: simClock{s, &n.skew}, Hash: ring.Hash, TrackChanges: true})
 	n.vers = map[string]Version{}
 	n.view, n.gossip, n.leavers = nil, nil, nil
 	n.waiting = map[string][]*scall{}
@@ -504,7 +593,7 @@ func (s *sim) start(name string) *snode {
 	n.pushes, n.sentDone, n.pushFail = 0, 0, false
 	nv := s.newRing([]string{name})
 	n.core.SetView(nv, s.newRing(nil), viewID(nv), s.nodeNow(n))
-	n.view = []string{name}
+	n.view, n.viewIncs = []string{name}, []int{n.inc}
 	s.members = append(s.members, name)
 	slices.Sort(s.members)
 	s.logf("%s starts (inc %d)", name, n.inc)
@@ -552,14 +641,19 @@ func (s *sim) leave(name string, restart bool) {
 	n.core.Leave(s.newRing(without(n.view, name)))
 	s.pushAll(n)
 	inc := n.inc
-	// It leaves the gossip once its push is confirmed (or after a bound),
+	// It leaves the gossip once its push is confirmed, and every state it
+	// gave in a pull's answer too (or after a bound: node's handOffAll),
 	// then answers what its peers still send for a while, then stops.
+	// (Gone from the gossip, it can no longer be asked: node closes the
+	// connections of a member that left. A copy of an answer still on its
+	// way would leave with it, while its taker, asking in vain, gave up
+	// and started the key from the store: swarm seed 1093.)
 	var wait func(int)
 	wait = func(tries int) {
 		if n.inc != inc || !n.alive {
 			return
 		}
-		if (n.pushes > 0 || s.holds(n)) && tries < 50 {
+		if (n.pushes > 0 || s.holding(n)) && tries < 50 {
 			if n.pushes == 0 {
 				s.pushAll(n) // what came back (a push refused) goes out again
 			}
@@ -586,15 +680,10 @@ func (s *sim) holds(n *snode) bool {
 	return false
 }
 
-// holding reports whether n holds a state, or a copy of one it pushed that
-// is not confirmed yet.
+// holding reports whether n holds a state, or a copy of one it gave (in a
+// push or a pull's answer) that is not confirmed yet.
 func (s *sim) holding(n *snode) bool {
-	for _, k := range s.keys {
-		if n.lim.Has(k) || n.core.HasCopy(k) {
-			return true
-		}
-	}
-	return false
+	return s.holds(n) || n.core.Unconfirmed() > 0
 }
 
 // stop ends a leaver's Close, as node's does: what came back to it since its
@@ -614,7 +703,7 @@ func (s *sim) stop(n *snode, inc int, restart bool, tries int) {
 	}
 	for _, k := range s.keys {
 		if st, ok := n.lim.Export(k); ok {
-			s.storeWrite(k, st, n.vers[k].Next(s.nodeNow(n)))
+			s.storeWrite(k, st, s.next(n.vers[k], s.nodeNow(n)))
 		}
 	}
 	s.logf("%s stops", n.name)
@@ -653,6 +742,15 @@ func (s *sim) lost(from, to string, budget int64) bool {
 
 // credit counts one unreachable-holder episode for key: at most one per
 // member incarnation that became unreachable.
+// creditSlow counts, under a stress mix, the one episode a key's store
+// decisions after forwards that timed out for slowness alone may add.
+func (s *sim) creditSlow(key string) {
+	if id := key + "\x00slow"; s.cfg.mix.stress && !s.credited[id] {
+		s.credited[id] = true
+		s.episodes[key]++
+	}
+}
+
 func (s *sim) credit(key, member string) {
 	id := fmt.Sprintf("%s\x00%s\x00%d", key, member, s.nodes[member].inc)
 	if !s.credited[id] {

@@ -64,6 +64,23 @@ func Join(v, w Version) Version {
 	return j
 }
 
+// Fork is the version of a copy of a state of version v that leaves while
+// another copy of it may still arrive somewhere (a push on its way): v
+// with one more origin, fresh (not 0). The copy of v then counts a start
+// the other does not: when the two meet, the other is taken for its
+// ancestor (Descends) or merged with it, never for a copy of it.
+func (v Version) Fork(origin uint64) Version {
+	return Join(v, Version{Epoch: v.Epoch, Seq: v.Seq, Origins: [3]uint64{origin}})
+}
+
+// Descends reports whether a state of version v descends from one of
+// version w or is a copy of it, as far as versions tell: v counts every
+// start w counts, and either counts one more (w is of a branch v forked
+// from) or is not older (one lineage: hand-overs raise the epoch).
+func (v Version) Descends(w Version) bool {
+	return v.Covers(w) && (!w.Covers(v) || !v.Less(w))
+}
+
 // Less reports whether v is older than w.
 func (v Version) Less(w Version) bool {
 	return v.Epoch < w.Epoch || v.Epoch == w.Epoch && v.Seq < w.Seq

@@ -11,8 +11,8 @@ import (
 )
 
 // TestAllowNIfAt checks that a key without a state is started only if
-// fresh says so (and nothing is recorded if not), that a key holding a
-// state is decided whatever fresh says, on the state AllowN uses (the hash
+// the gate opens, asked with the caller's token (and nothing is recorded
+// if not), that a key holding a state is decided whatever the gate says, on the state AllowN uses (the hash
 // given is the key's place), and that bad input is refused either way.
 func TestAllowNIfAt(t *testing.T) {
 	rule := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: 3, Window: time.Minute}
@@ -20,8 +20,19 @@ func TestAllowNIfAt(t *testing.T) {
 	for _, hash := range []func(string) uint64{nil, xxhash.Sum64String} {
 		l := memstore.New(memstore.Config{Hash: hash})
 		asked := 0
-		yes := func() bool { asked++; return true }
-		no := func() bool { asked++; return false }
+		gate := func(open bool) memstore.Gate {
+			return memstore.Gate{Tok: 42, Fresh: func(tok uint64) bool {
+				asked++
+				if tok != 42 {
+					t.Errorf("the gate was asked with token %d, want the caller's 42", tok)
+				}
+				return open
+			}}
+		}
+		yes, no := gate(true), gate(false)
+		if ok, err := l.AllowNIfAt(new(ringlimit.Decision), now, "k", 0, rule, 1, memstore.Gate{}); ok || err != nil {
+			t.Fatalf("no state, the zero gate: decided %v, err %v", ok, err)
+		}
 		h := xxhash.Sum64String("k")
 		if ok, err := l.AllowNIfAt(new(ringlimit.Decision), now, "k", h, rule, 1, no); ok || err != nil || asked != 1 {
 			t.Fatalf("no state, fresh false: decided %v, err %v, asked %d", ok, err, asked)
@@ -56,8 +67,8 @@ func TestAllowNIfAt(t *testing.T) {
 	}
 }
 
-func allowNIfAt(l *memstore.Limiter, now time.Time, key string, h uint64, rule ringlimit.Rule, n int64, fresh func() bool) (ringlimit.Decision, bool, error) {
+func allowNIfAt(l *memstore.Limiter, now time.Time, key string, h uint64, rule ringlimit.Rule, n int64, gate memstore.Gate) (ringlimit.Decision, bool, error) {
 	var d ringlimit.Decision
-	ok, err := l.AllowNIfAt(&d, now, key, h, rule, n, fresh)
+	ok, err := l.AllowNIfAt(&d, now, key, h, rule, n, gate)
 	return d, ok, err
 }

@@ -111,6 +111,7 @@ func (l *Limiter) Return(now time.Time, key string, rule ringlimit.Rule, n int64
 	case ringlimit.TokenBucket:
 		at := max(t, st.b)
 		st.a, st.b = max(0, drain(st.a, at-st.b, p.limit)-n*p.window), at
+		s.holes.forget(key) // units off the top: the holes' places no longer hold
 	case ringlimit.FixedWindow:
 		if st.a != floorDiv(took.UnixMilli(), p.window) || st.a != floorDiv(t, p.window) {
 			return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"hash/maphash"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/ringlimit/ringlimit"
@@ -21,9 +22,14 @@ type Config struct {
 	MaxKeys int
 	// MaxBytes bounds the memory the keys take, as the Go allocator spends
 	// it: slots (88 bytes each, allocated 512 at a time and kept), the index
-	// (8 bytes a bucket, 3/8 to 3/4 full), a key string over 16 bytes
-	// rounded up to its size class, and a sliding log's header and stamps.
-	// It is enforced like MaxKeys, by eviction when a key comes in or a log
+	// (8 bytes a bucket, 3/8 to 3/4 full), the chunks that hold the keys
+	// over 16 bytes (each key's bytes and 8 more, in chunks of 8 to 64 KiB
+	// counted whole), and a sliding log's 64-byte header and its stamps (in
+	// those chunks too). It bounds the heap in use after GC
+	// (runtime.MemStats.HeapInuse), not only the live heap: tests hold it
+	// within 1.1 × MaxBytes under floods of keys of 16 B to 4 KiB and of
+	// sliding logs (docs/memory.md sizes a container by it). It is
+	// enforced like MaxKeys, by eviction when a key comes in or a log
 	// grows. If zero, 256 MiB.
 	MaxBytes int64
 	// Clock tells the time. If nil, the system clock (read directly where
@@ -68,6 +74,14 @@ type Limiter struct {
 	mix    uint64 // random, odd: a client cannot aim its keys at one shard
 	shards []shard
 	hooks  *testHooks // nil but in the package's own tests
+
+	// epochs gives a bucket's state its epoch (see newEpoch); stale counts
+	// the cancels and give-backs dropped because their state was not the
+	// one they came from.
+	epochs atomic.Uint64
+	stale  atomic.Uint64
+	// queues spreads the window waiters' asks (see windowQueues).
+	queues windowQueues
 }
 
 // testHooks let the package's tests hold AllowAll's fast path (inPlace) to
@@ -110,6 +124,7 @@ func New(c Config) *Limiter {
 	}
 	n := 1 << k
 	l := &Limiter{clock: c.Clock, direct: c.Clock == nil && wallclock.Direct(), hash: c.Hash, seed: maphash.MakeSeed(), mask: uint64(n - 1), mix: rand.Uint64() | 1, shards: make([]shard, n)}
+	l.epochs.Store(rand.Uint64())
 	for i := range l.shards {
 		per := maxKeys / n
 		if i < maxKeys%n {
@@ -164,7 +179,7 @@ func (l *Limiter) AllowN(_ context.Context, key string, rule ringlimit.Rule, n i
 	}
 	s, frag := l.locate(key)
 	var d ringlimit.Decision
-	_, err := s.apply(&d, key, frag, rule, l.now(), n, false, nil)
+	_, err := s.apply(&d, key, frag, rule, l.now(), n, false, Gate{})
 	return d, err
 }
 
@@ -176,7 +191,7 @@ func (l *Limiter) AllowNAt(now time.Time, key string, rule ringlimit.Rule, n int
 	}
 	s, frag := l.locate(key)
 	var d ringlimit.Decision
-	_, err := s.apply(&d, key, frag, rule, now.UnixMilli(), n, false, nil)
+	_, err := s.apply(&d, key, frag, rule, now.UnixMilli(), n, false, Gate{})
 	return d, err
 }
 
@@ -191,23 +206,38 @@ func (l *Limiter) AllowNHeldAt(now time.Time, key string, rule ringlimit.Rule, n
 	}
 	s, frag := l.locate(key)
 	var d ringlimit.Decision
-	held, err := s.apply(&d, key, frag, rule, now.UnixMilli(), n, true, nil)
+	held, err := s.apply(&d, key, frag, rule, now.UnixMilli(), n, true, Gate{})
 	return d, held, err
 }
+
+// Gate says whether a key that holds no state that still matters may be
+// started (AllowNIfAt): it may if Fresh(Tok) reports true, called under
+// the key's lock. The zero Gate starts nothing.
+//
+// Tok is the caller's snapshot of what made it think the key is its to
+// start (a node: the generation of the ring view it routed the call by),
+// so that Fresh can tell a snapshot that went stale before the lock was
+// taken.
+type Gate struct {
+	Fresh func(tok uint64) bool
+	Tok   uint64
+}
+
+func (g Gate) open() bool { return g.Fresh != nil && g.Fresh(g.Tok) }
 
 // AllowNIfAt is AllowNAt, writing the decision to *d (a caller on a hot
 // path saves copying it), for a key whose Config.Hash is h (a caller that
 // hashed the key already saves hashing it again; without a Config.Hash, h
 // is ignored and the key hashed), that decides a key that holds no state
-// that still matters only if fresh reports true, called under the key's
-// lock. Else it decides and records nothing and returns false (and nil).
+// that still matters only if the gate opens, asked under the key's lock.
+// Else it decides and records nothing and returns false (and nil).
 //
 // A node decides this way while a key's state may be on its way from
 // another member or leaving for one: a state that is here is decided on
 // at once, and a hand-over that takes states out (Take, under the same
-// lock) makes fresh report false first, so no decision it does not know of
-// starts a key afresh after the key's state left.
-func (l *Limiter) AllowNIfAt(d *ringlimit.Decision, now time.Time, key string, h uint64, rule ringlimit.Rule, n int64, fresh func() bool) (bool, error) {
+// lock) shuts the gate first, so no decision it does not know of starts a
+// key afresh after the key's state left.
+func (l *Limiter) AllowNIfAt(d *ringlimit.Decision, now time.Time, key string, h uint64, rule ringlimit.Rule, n int64, gate Gate) (bool, error) {
 	if uint(len(key)-1) >= ringlimit.MaxKeyLen {
 		return false, ringlimit.ValidateKey(key)
 	}
@@ -215,7 +245,7 @@ func (l *Limiter) AllowNIfAt(d *ringlimit.Decision, now time.Time, key string, h
 		h = l.hashOf(key)
 	}
 	s, frag := l.place(h)
-	return s.apply(d, key, frag, rule, now.UnixMilli(), n, true, fresh)
+	return s.apply(d, key, frag, rule, now.UnixMilli(), n, true, gate)
 }
 
 // Peek reports whether one hit on key would be admitted now, and consumes
@@ -232,6 +262,7 @@ func (l *Limiter) Reset(_ context.Context, key string) error {
 	}
 	s, frag := l.locate(key)
 	s.reset(key, frag)
+	l.queues.forget(key)
 	return nil
 }
 
@@ -247,6 +278,11 @@ type Stats struct {
 	// exhausted. Give the limiter room if it is not zero.
 	EvictedDenying uint64
 	Expired        uint64 // idle keys dropped because their state no longer mattered
+	// StaleCancels counts the give-backs dropped because the key's state
+	// was no longer the one they came from: a waiter's cancel (CancelAt,
+	// CancelTicket) after a Reset, an eviction, an expiry or a change of
+	// algorithm started the key afresh.
+	StaleCancels uint64
 }
 
 // Stats returns the current counters.
@@ -263,5 +299,6 @@ func (l *Limiter) Stats() Stats {
 		st.Expired += s.expired
 		s.mu.Unlock()
 	}
+	st.StaleCancels = l.stale.Load()
 	return st
 }

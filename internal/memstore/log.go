@@ -10,7 +10,8 @@ type stampLog struct {
 	total int64    // stamps held, the sum of the counts
 	head  int      // index of the oldest slot
 	n     int      // slots in use
-	buf   []uint64 // ring of offset<<32 | count
+	buf   []uint64 // ring of offset<<32 | count; in its shard's key arena once held (see shard.settleRing)
+	slab  int32    // 1 + its place in its shard's slab of headers, once held there; 0: on the heap
 }
 
 const maxSlotCount = 1<<32 - 1

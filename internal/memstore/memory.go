@@ -5,9 +5,9 @@ import "unsafe"
 // What MaxBytes counts: what the Go allocator spends for a shard, not an
 // estimate per key. A shard holds its pages of slots (entry, key area and
 // deny instant, allocated a page at a time and never given back), the
-// slice of its pages, its index, the heap copy of each key longer than
-// inlineKey (and of each short key Drain handed out), and each sliding
-// log's header and ring. Every allocation is counted at the size the
+// slice of its pages, its index, the chunks of its key arena, which hold
+// the keys longer than inlineKey (arena.go), and each sliding log's header
+// and ring. Every allocation is counted at the size the
 // allocator gives it: its size class (runtime/sizeclasses.go), plus the
 // 8-byte header a small object that holds pointers carries past 512 bytes,
 // or a whole number of 8 KiB pages for a large one (over 32,760 bytes). A slot counts while
@@ -50,27 +50,16 @@ func allocBytes(n int64, scan bool) int64 {
 	return int64(sizeClasses[lo])
 }
 
-// stringBytes is what a heap copy of a string of n bytes takes.
-func stringBytes(n int) int64 { return allocBytes(int64(n), false) }
-
-// keyBytes is what a key of n bytes takes beyond its slot: nothing for a
-// key kept in its key area, else its heap copy.
-func keyBytes(n int) int64 {
-	if n <= inlineKey {
-		return 0
-	}
-	return stringBytes(n)
-}
-
 // pageBytes is what a page of n slots takes.
 func pageBytes(n int) int64 {
 	return allocBytes(int64(n)*int64(unsafe.Sizeof(entry{})), true) +
 		allocBytes(int64(n)*inlineKey, false) + allocBytes(int64(n)*8, false)
 }
 
-// layoutBytes is what the shard's pages, their slice and its index take.
+// layoutBytes is what the shard's pages, their slice, its index and its
+// key arena take.
 func (s *shard) layoutBytes() int64 {
-	b := allocBytes(int64(cap(s.pages))*pageStructLen, true) + allocBytes(int64(len(s.buckets))*8, false)
+	b := allocBytes(int64(cap(s.pages))*pageStructLen, true) + allocBytes(int64(len(s.buckets))*8, false) + s.keys.bytes + s.logs.bytes
 	for i := range s.pages {
 		b += pageBytes(len(s.pages[i].e))
 	}
@@ -99,17 +88,21 @@ func (s *shard) growBytes() int64 {
 
 // need is what inserting a key of n bytes would add to the shard's bytes.
 func (s *shard) need(n int) int64 {
-	b := keyBytes(n)
+	var b int64
 	if s.free == none {
 		b += s.growBytes()
 	}
 	if (s.nkeys+1)*4 > len(s.buckets)*3 {
 		b += allocBytes(int64(len(s.buckets))*16, false) - allocBytes(int64(len(s.buckets))*8, false)
 	}
+	if n > inlineKey {
+		b += s.keys.need(recLen(n), s.maxBytes, s.maxBytes-s.bytes-b)
+	}
 	return b
 }
 
-// bytes is what a state holds beyond its slot: its sliding log, if any.
+// bytes is what a state holds beyond its slot and the key arena: its
+// sliding log's header, if any (its ring of stamps is in the key arena).
 func (st *state) bytes() int64 { return logBytes(st.logCap()) }
 
 // logCap is the capacity of the state's log in stamp slots, or −1 if it
@@ -121,10 +114,6 @@ func (st *state) logCap() int {
 	return cap(st.log.buf)
 }
 
-// logBytes is what a log of c stamp slots takes (none if c < 0).
-func logBytes(c int) int64 {
-	if c < 0 {
-		return 0
-	}
-	return allocBytes(int64(unsafe.Sizeof(stampLog{})), true) + allocBytes(8*int64(c), false)
-}
+// logBytes is what a log of c stamp slots takes beyond the slab of
+// headers and the key arena, which count its header and its ring: nothing.
+func logBytes(int) int64 { return 0 }

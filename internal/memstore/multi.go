@@ -26,7 +26,7 @@ var _ ringlimit.MultiLimiter = (*Limiter)(nil)
 // being decided, and a key's other states outlive an evicted or expired
 // index 0 as they would in Valkey, where each is a value with its own TTL.
 func (l *Limiter) AllowAll(_ context.Context, key string, rules []ringlimit.Rule, n int64) ([]ringlimit.Decision, error) {
-	ds, _, err := l.allowAll(nil, key, 0, false, rules, l.now(), n, false, nil)
+	ds, _, err := l.allowAll(nil, key, 0, false, rules, l.now(), n, false, Gate{})
 	return ds, err
 }
 
@@ -36,13 +36,13 @@ func (l *Limiter) AllowAll(_ context.Context, key string, rules []ringlimit.Rule
 // buffer (or one on its stack: var buf [ringlimit.MaxRules]ringlimit.Decision)
 // decides several limits without garbage.
 func (l *Limiter) AppendAll(_ context.Context, dst []ringlimit.Decision, key string, rules []ringlimit.Rule, n int64) ([]ringlimit.Decision, error) {
-	ds, _, err := l.allowAll(dst, key, 0, false, rules, l.now(), n, false, nil)
+	ds, _, err := l.allowAll(dst, key, 0, false, rules, l.now(), n, false, Gate{})
 	return ds, err
 }
 
 // AllowAllAt is AllowAll at the instant now instead of the clock's.
 func (l *Limiter) AllowAllAt(now time.Time, key string, rules []ringlimit.Rule, n int64) ([]ringlimit.Decision, error) {
-	ds, _, err := l.allowAll(nil, key, 0, false, rules, now.UnixMilli(), n, false, nil)
+	ds, _, err := l.allowAll(nil, key, 0, false, rules, now.UnixMilli(), n, false, Gate{})
 	return ds, err
 }
 
@@ -50,22 +50,22 @@ func (l *Limiter) AllowAllAt(now time.Time, key string, rules []ringlimit.Rule, 
 // matters at one of the rules' indexes; for any other key it decides and
 // records nothing and returns false (see AllowNHeldAt).
 func (l *Limiter) AllowAllHeldAt(now time.Time, key string, rules []ringlimit.Rule, n int64) ([]ringlimit.Decision, bool, error) {
-	return l.allowAll(nil, key, 0, false, rules, now.UnixMilli(), n, true, nil)
+	return l.allowAll(nil, key, 0, false, rules, now.UnixMilli(), n, true, Gate{})
 }
 
 // AllowAllIfAt is AppendAll at the instant now for a key whose Config.Hash
 // is h, that decides a key holding no state that still matters at any of
-// the rules' indexes only if fresh reports true, called under the key's
+// the rules' indexes only if the gate opens, asked under the key's
 // lock; else it decides and records nothing and returns dst and false (see
 // AllowNIfAt).
-func (l *Limiter) AllowAllIfAt(dst []ringlimit.Decision, now time.Time, key string, h uint64, rules []ringlimit.Rule, n int64, fresh func() bool) ([]ringlimit.Decision, bool, error) {
-	return l.allowAll(dst, key, h, l.hash != nil, rules, now.UnixMilli(), n, true, fresh)
+func (l *Limiter) AllowAllIfAt(dst []ringlimit.Decision, now time.Time, key string, h uint64, rules []ringlimit.Rule, n int64, gate Gate) ([]ringlimit.Decision, bool, error) {
+	return l.allowAll(dst, key, h, l.hash != nil, rules, now.UnixMilli(), n, true, gate)
 }
 
 // allowAll decides key, whose place is h if hashed, else hashed here, and
 // appends the decisions to dst; it returns dst as it was if it decides
 // nothing.
-func (l *Limiter) allowAll(dst []ringlimit.Decision, key string, h uint64, hashed bool, rules []ringlimit.Rule, now, n int64, held bool, fresh func() bool) ([]ringlimit.Decision, bool, error) {
+func (l *Limiter) allowAll(dst []ringlimit.Decision, key string, h uint64, hashed bool, rules []ringlimit.Rule, now, n int64, held bool, gate Gate) ([]ringlimit.Decision, bool, error) {
 	if uint(len(key)-1) >= ringlimit.MaxKeyLen {
 		return dst, false, ringlimit.ValidateKey(key)
 	}
@@ -83,7 +83,7 @@ func (l *Limiter) allowAll(dst []ringlimit.Decision, key string, h uint64, hashe
 		all = make([]ringlimit.Decision, len(dst)+len(rules))
 		copy(all, dst)
 	}
-	ok, err := s.applyAll(all[len(dst):], key, frag, rules, now, n, held, fresh)
+	ok, err := s.applyAll(all[len(dst):], key, frag, rules, now, n, held, gate)
 	if err != nil || !ok {
 		return dst, false, err
 	}

@@ -103,6 +103,7 @@ func (l *Limiter) TakeAll(key string, dst []State) []State {
 	var slots [ringlimit.MaxRules]int32
 	var es [ringlimit.MaxRules]*entry
 	s.lookupAll(key, frag, ringlimit.MaxRules, &slots, &es)
+	s.holes.forget(key)       // they leave with the state (holes.go)
 	for _, i := range slots { // removing one leaves the others' slots as they are
 		if i != none {
 			if e := s.at(i); e.live(now) {
@@ -138,16 +139,25 @@ func (l *Limiter) Take(key string) (State, bool) {
 // whether it installed any. A state that no longer matters, or whose Index
 // is not below ringlimit.MaxRules, is ignored. An imported state is not
 // marked changed for Drain.
-func (l *Limiter) Import(key string, st State) bool {
-	done := l.import1(key, st)
+func (l *Limiter) Import(key string, st State) bool { return l.importAll(key, st, false) }
+
+// ImportChanged is Import for a state handed over from another holder: what
+// it installs is marked changed for Drain (Config.TrackChanges), so that
+// the next write-behind writes it. The giver's last changes may not have
+// reached the store (taking a state out drops its mark), and the store
+// tier decides from the store's copy.
+func (l *Limiter) ImportChanged(key string, st State) bool { return l.importAll(key, st, true) }
+
+func (l *Limiter) importAll(key string, st State, mark bool) bool {
+	done := l.import1(key, st, mark)
 	for _, m := range st.More {
 		m.More = nil
-		done = l.import1(key, m) || done
+		done = l.import1(key, m, mark) || done
 	}
 	return done
 }
 
-func (l *Limiter) import1(key string, st State) bool {
+func (l *Limiter) import1(key string, st State, mark bool) bool {
 	s, frag := l.locate(key)
 	now := l.now()
 	if st.Until <= now || uint(st.Index) >= ringlimit.MaxRules || ringlimit.ValidateKey(key) != nil {
@@ -167,9 +177,16 @@ func (l *Limiter) import1(key string, st State) bool {
 	e.tag = uint64(st.Algorithm)<<56 | idx<<idxShift | uint64(st.Window)&windowMask
 	e.until = st.Until
 	*s.denyAt(i) = 0 // not known to deny until a decision here finds it so
+	s.dropLog(i)
 	s.bytes -= e.st.bytes()
 	e.st = stateOf(st)
 	s.bytes += e.st.bytes()
+	s.holes.forget(key) // a record left from before is not this state's (holes.go)
+	if mark && s.track {
+		e.tag |= dirtyBit
+		s.dirty = append(s.dirty, i)
+	}
+	s.settleRing(i, nil, now, key)
 	s.shed(now, key)
 	return true
 }

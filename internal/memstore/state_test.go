@@ -61,6 +61,37 @@ func TestTakeImportCarriesTheState(t *testing.T) {
 
 // Drain reports each key an admitted call changed, once, and nothing
 // without TrackChanges.
+// A state handed over from another holder is drained once when imported
+// with ImportChanged (the taker writes it behind), never with Import.
+func TestImportChangedIsDrained(t *testing.T) {
+	clk := testclock.New(t0)
+	rule := ringlimit.Rule{Algorithm: ringlimit.SlidingLog, Limit: 100, Window: time.Minute}
+	from := memstore.New(memstore.Config{Clock: clk})
+	from.AllowN(ctx, "a", rule, 2)
+	from.AllowN(ctx, "b", rule, 3)
+	a, _ := from.Take("a")
+	b, _ := from.Take("b")
+	l := memstore.New(memstore.Config{Clock: clk, TrackChanges: true})
+	if !l.Import("a", a) || !l.ImportChanged("b", b) {
+		t.Fatal("a state was not imported")
+	}
+	var got []string
+	l.Drain(func(k string, s memstore.State) {
+		var n int64
+		for _, e := range s.Log {
+			n += e.Count
+		}
+		if n != 3 {
+			t.Fatalf("drained %s with %d hits, want 3", k, n)
+		}
+		got = append(got, k)
+	})
+	if len(got) != 1 || got[0] != "b" {
+		t.Fatalf("drained %v, want [b]", got)
+	}
+	l.Drain(func(k string, _ memstore.State) { t.Fatalf("drained %s twice", k) })
+}
+
 func TestDrainReportsChangedKeysOnce(t *testing.T) {
 	clk := testclock.New(t0)
 	rule := ringlimit.Rule{Algorithm: ringlimit.SlidingLog, Limit: 100, Window: time.Minute}

@@ -15,7 +15,7 @@ import (
 // pages and are found through the shard's index by slot number; nothing
 // links them to each other, so a hit writes only its own entry.
 type entry struct {
-	key   string // "" when the slot is free; a short key's bytes are in its page's key area (see page)
+	key   string // "" when the slot is free; its bytes are in its page's key area (see page) or, for a longer key, its shard's key arena (arena.go)
 	tag   uint64 // algorithm<<56 | index<<idxShift | window in ms: the rule the state was recorded under and its index in AllowAll; dirtyBit: changed since the last Drain
 	until int64  // ms from which the state no longer matters (it decides as an empty one)
 	st    state
@@ -37,7 +37,7 @@ const (
 	// inlineKey is the longest key kept in its page's key area (see page).
 	// 16 bytes is what a heap copy of such a key took before: short keys
 	// cost no more for being inline, and a longer one pays these 16 unused
-	// bytes beside its heap copy.
+	// bytes beside its record in the key arena.
 	inlineKey = 16
 	// evictSample is how many keys an eviction compares (Redis samples 5).
 	evictSample = 5
@@ -60,7 +60,8 @@ type shard struct {
 	rule ringlimit.Rule // the last rule validated here, and its params
 	p    params
 
-	dirty, spare []int32 // slots changed since the last Drain (some may since have been freed or reused)
+	dirty, spare []int32     // slots changed since the last Drain (some may since have been freed or reused)
+	holes        holeRecords // the buckets' cancelled reservations that could not come back yet (holes.go)
 	l            *Limiter
 	nkeys        int
 	used         int32 // slots ever handed out; slots below it are in use or on the free list
@@ -86,7 +87,10 @@ type shard struct {
 		p    params
 	}
 
-	_ [8]byte // to a whole number of cache lines
+	keys keyArena // the bytes of keys longer than inlineKey
+	logs logSlab  // the headers of the sliding logs held
+
+	_ [40]byte // to a whole number of cache lines
 }
 
 // A shard is a whole number of cache lines (see shard).
@@ -98,6 +102,7 @@ func (s *shard) init(max int32, maxBytes int64, l *Limiter) {
 	s.free, s.max, s.maxBytes = none, max, maxBytes
 	s.bytes = 0 // the empty index is the shard's, not its keys': layout changes count from here
 	s.recent = [4]int32{none, none, none, none}
+	s.keys.cur = none
 }
 
 // page is a run of slots: their entries, and beside them their key area,
@@ -138,11 +143,11 @@ func (pg *page) keyIs(j int32, e *entry, key string) bool {
 }
 
 // hold is the key string slot i keeps for key: a view of its key area for
-// a short key, else a copy of the key (never the caller's string, which
-// may pin a larger buffer).
+// a short key, else of its record in the key arena (never the caller's
+// string, which may pin a larger buffer).
 func (s *shard) hold(i int32, key string) string {
 	if len(key) > inlineKey {
-		return strings.Clone(key)
+		return s.store(i, key)
 	}
 	k := &s.pages[i>>pageShift].k[i&(pageSize-1)]
 	copy(k[:], key)
@@ -157,7 +162,7 @@ func (s *shard) inKeyArea(i int32) bool {
 
 // keyOut is slot i's key as it may leave the shard's lock: a short key's
 // bytes are copied out of the key area, where the slot's next key would
-// overwrite them.
+// overwrite them; a key's bytes in the key arena never change.
 func (s *shard) keyOut(i int32) string {
 	if k := s.at(i).key; s.inKeyArea(i) {
 		return strings.Clone(k)
@@ -166,13 +171,15 @@ func (s *shard) keyOut(i int32) string {
 }
 
 // keepKey is keyOut for a caller that hands the key out again and again
-// (Drain): the copy replaces the view in the entry, so the next costs
-// nothing. The key area still holds the bytes lookups compare.
+// (Drain): a short key's copy goes to the key arena and its entry points
+// at it, so the next costs nothing. The key area still holds the bytes
+// lookups compare.
 func (s *shard) keepKey(i int32) string {
 	if s.inKeyArea(i) {
 		e := s.at(i)
-		e.key = strings.Clone(e.key)
-		s.bytes += stringBytes(len(e.key))
+		before := s.keys.bytes
+		e.key = s.store(i, e.key)
+		s.bytes += s.keys.bytes - before
 	}
 	return s.at(i).key
 }
@@ -182,10 +189,13 @@ func (s *shard) remove(i int32) {
 	e := s.at(i)
 	s.indexDel(i)
 	s.removes++
-	if e.key != "" && len(e.key) <= inlineKey && !s.inKeyArea(i) { // a copy kept by keepKey
-		s.bytes -= stringBytes(len(e.key))
+	if e.key != "" && !s.inKeyArea(i) { // its bytes are in the key arena
+		before := s.keys.bytes
+		s.drop(e.key)
+		s.bytes += s.keys.bytes - before
 	}
-	s.bytes -= keyBytes(len(e.key)) + e.st.bytes() // the slot stays, free
+	s.dropLog(i)
+	s.bytes -= e.st.bytes() // the slot stays, free
 	*e = entry{until: int64(s.free)}
 	s.free = i
 }
@@ -361,13 +371,14 @@ func (s *shard) insert(key string, frag uint32, idx uint64, now int64) int32 {
 		s.used++
 		s.grow(i)
 	}
+	s.indexPut(frag, i) // first: a key's chunk may take what room is left (see keyArena.newChunkLen)
 	e := s.at(i)
+	before := s.keys.bytes
 	*e = entry{key: s.hold(i, key), tag: idx << idxShift}
+	s.bytes += s.keys.bytes - before
 	*s.denyAt(i) = 0
 	s.recent[s.rc&3] = i
 	s.rc++
-	s.indexPut(frag, i)
-	s.bytes += keyBytes(len(key))
 	return i
 }
 
@@ -415,9 +426,9 @@ func (s *shard) grow(i int32) {
 // It writes the Decision through d, which saves a copy of it per call.
 //
 // If held is set, a key that holds no state that still matters decides
-// nothing: apply reports false (and nil), unless fresh is not nil and
-// reports true under the lock (see AllowNIfAt).
-func (s *shard) apply(d *ringlimit.Decision, key string, frag uint32, rule ringlimit.Rule, now, n int64, held bool, fresh func() bool) (bool, error) {
+// nothing: apply reports false (and nil), unless the gate opens under the
+// lock (see AllowNIfAt).
+func (s *shard) apply(d *ringlimit.Decision, key string, frag uint32, rule ringlimit.Rule, now, n int64, held bool, gate Gate) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if rule != s.rule || s.p.window == 0 {
@@ -454,7 +465,7 @@ func (s *shard) apply(d *ringlimit.Decision, key string, frag uint32, rule ringl
 			return true, nil
 		}
 	}
-	if held && (!ok || s.at(i).until <= now) && (fresh == nil || !fresh()) {
+	if held && (!ok || s.at(i).until <= now) && !gate.open() {
 		return false, nil
 	}
 	s.decideAt(d, key, frag, i, ok, 0, rule.Algorithm, &s.p, now, n, consume)
@@ -480,6 +491,10 @@ func (s *shard) decideAt(d *ringlimit.Decision, key string, frag uint32, i int32
 		}
 	}
 	old := st.logCap() // a log's bytes change only with its capacity: no count on the way
+	var ring []uint64  // the log's ring before, in the key arena
+	if st.log != nil {
+		ring = st.log.buf
+	}
 	until := decide(d, st, alg, p, now, n, consume)
 	if consume && d.Allowed {
 		if !ok {
@@ -487,11 +502,15 @@ func (s *shard) decideAt(d *ringlimit.Decision, key string, frag uint32, i int32
 			e = s.at(i)
 		}
 		if st == &fresh {
+			s.dropLog(i)
 			old = e.st.logCap()
 			e.st, e.tag = fresh, tag
 			*s.denyAt(i) = 0 // the state it denied by is gone
 		}
 		e.until = until
+		if l := e.st.log; l != nil && (l.slab == 0 || len(l.buf) > 0 && (len(ring) == 0 || &ring[0] != &l.buf[0])) {
+			s.settleRing(i, ring, now, key) // a new log, or a ring that grew
+		}
 		if c := e.st.logCap(); c != old {
 			s.bytes += logBytes(c) - logBytes(old)
 			s.shed(now, key)
@@ -513,8 +532,8 @@ func (s *shard) decideAt(d *ringlimit.Decision, key string, frag uint32, i int32
 //
 // If held is set, a key that holds no state that still matters at any of
 // the rules' indexes decides nothing: applyAll reports false (and nil),
-// unless fresh is not nil and reports true under the lock (see apply).
-func (s *shard) applyAll(ds []ringlimit.Decision, key string, frag uint32, rules []ringlimit.Rule, now, n int64, held bool, fresh func() bool) (bool, error) {
+// unless the gate opens under the lock (see apply).
+func (s *shard) applyAll(ds []ringlimit.Decision, key string, frag uint32, rules []ringlimit.Rule, now, n int64, held bool, gate Gate) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var slots [ringlimit.MaxRules]int32
@@ -528,7 +547,7 @@ func (s *shard) applyAll(ds []ringlimit.Decision, key string, frag uint32, rules
 				break
 			}
 		}
-		if !live && (fresh == nil || !fresh()) {
+		if !live && !gate.open() {
 			return false, nil
 		}
 	}
@@ -706,6 +725,7 @@ func (s *shard) record(key string, frag uint32, i int32, idx, tag uint64, st *st
 	}
 	e := s.at(i)
 	if e.st.log != nil { // the slot's state was a sliding log's
+		s.dropLog(i)
 		s.bytes -= e.st.bytes()
 		e.st.log = nil
 	}
@@ -758,5 +778,6 @@ func (s *shard) reset(key string, frag uint32) {
 			s.remove(i)
 		}
 	}
+	s.holes.forget(key)
 	s.mu.Unlock()
 }

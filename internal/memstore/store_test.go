@@ -2,12 +2,14 @@ package memstore
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"runtime"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/ringlimit/ringlimit"
 	"github.com/ringlimit/ringlimit/internal/testclock"
@@ -15,14 +17,46 @@ import (
 
 // recount is what the shard holds, counted afresh (see memory.go).
 func (s *shard) recount() int64 {
-	b := s.layoutBytes() - allocBytes(minBuckets*8, false) // an empty shard counts 0
+	b := s.layoutBytes() - s.keys.bytes - s.logs.bytes - allocBytes(minBuckets*8, false) // an empty shard counts 0
+	b += allocBytes(int64(cap(s.logs.pages))*24, true) + int64(len(s.logs.pages))*allocBytes(logsPerPage*logHeader, true)
+	b += allocBytes(int64(cap(s.keys.chunks))*chunkStruct, true)
+	live, ok := make([]int32, len(s.keys.chunks)), true
+	for c := range s.keys.chunks {
+		b += allocBytes(int64(len(s.keys.chunks[c].buf)), false)
+	}
+	// in reports whether header h is in chunk c, as it is, not in one it
+	// replaced.
+	in := func(h []byte, c uint32) bool {
+		buf := s.keys.chunks[c&^ringRec].buf
+		p, lo := uintptr(unsafe.Pointer(&h[0])), uintptr(unsafe.Pointer(unsafe.SliceData(buf)))
+		return p >= lo && p < lo+uintptr(len(buf))
+	}
 	s.indexRange(func(i int32) {
 		e := s.at(i)
-		b += keyBytes(len(e.key)) + e.st.bytes()
-		if len(e.key) <= inlineKey && !s.inKeyArea(i) { // a copy Drain handed out
-			b += stringBytes(len(e.key))
+		b += e.st.bytes()
+		if e.key != "" && !s.inKeyArea(i) { // in the key arena
+			h := header(e.key)
+			if binary.LittleEndian.Uint32(h) != uint32(i) || !in(h, binary.LittleEndian.Uint32(h[4:])) {
+				ok = false // not the slot's record, or not in its chunk
+			}
+			live[binary.LittleEndian.Uint32(h[4:])] += recLen(len(e.key))
+		}
+		if l := e.st.log; l != nil && (l.slab == 0 || s.logs.at(l.slab-1) != l) {
+			ok = false // its header is not in the slab
+		}
+		if l := e.st.log; l != nil && len(l.buf) > 0 { // its ring too
+			h := ringHeader(l.buf)
+			if binary.LittleEndian.Uint32(h) != uint32(i) || binary.LittleEndian.Uint32(h[4:])&ringRec == 0 || !in(h, binary.LittleEndian.Uint32(h[4:])) {
+				ok = false
+			}
+			live[binary.LittleEndian.Uint32(h[4:])&^ringRec] += recLen(8 * len(l.buf))
 		}
 	})
+	for c, n := range live { // the arena's own count of each chunk's records
+		if s.keys.chunks[c].live != n || !ok {
+			return -1
+		}
+	}
 	return b
 }
 

@@ -34,6 +34,36 @@ type Reservation struct {
 	t     int64 // the instant (ms) the state was reserved at
 	level int64 // the bucket's level just after, at t
 	act   int64 // At in ms; 0: nothing to give back
+	epoch int64 // the epoch of the state it was reserved in (see newEpoch)
+	queue int64 // a window waiter's: 1 + the window index it joined the key's queue at (0: none)
+}
+
+// A bucket's state carries an epoch (state.c, which the buckets do not
+// otherwise use; State.C where the state travels): the identity of the
+// state a reservation was made in, so that its cancel gives its hits back
+// only to that state. A bucket's state gets one at its first reservation
+// (0 means none yet), keeps it through every decision on it, and loses it
+// with the state: a Reset, an eviction, an expiry or a change of algorithm
+// or window starts the key afresh, with no epoch, and the next reservation
+// gives it a new one. A cancel whose epoch is not the state's is dropped,
+// and counted (Stats.StaleCancels): without it, a waiter that gave up
+// after a Reset put its hits into the new state, and the key admitted
+// twice its capacity.
+//
+// Epochs come from a counter that starts at a random value, masked to 52
+// bits (remote's scripts keep them in a double, and write their own from
+// the server's clock in µs): two states of one key share one only if 2^52
+// epochs were handed out between them, or by a chance of 2^-52 against a
+// state that came from another member or the store.
+const epochMask = 1<<52 - 1
+
+// newEpoch returns an epoch for a bucket's state that has none: never 0.
+func (l *Limiter) newEpoch() int64 {
+	for {
+		if e := int64(l.epochs.Add(1) & epochMask); e != 0 {
+			return e
+		}
+	}
 }
 
 // Wait is shorthand for WaitN(ctx, key, rule, 1).
@@ -90,6 +120,8 @@ func (l *Limiter) WaitN(ctx context.Context, key string, rule ringlimit.Rule, n 
 				return r.Decision, nil
 			}
 			l.CancelAt(now, r)
+		} else {
+			l.CancelAt(l.clockNow(), r) // a window waiter leaves the key's queue
 		}
 		return ringlimit.Decision{}, fmt.Errorf("local: wait on %s: %w", strconv.Quote(key), ctx.Err())
 	}
@@ -164,10 +196,24 @@ func (s *shard) reserve(r *Reservation, key string, frag uint32, rule ringlimit.
 			s.decideAt(&r.Decision, key, frag, i, ok, 0, alg, p, now, n, true)
 			return nil
 		}
-		r.At, r.Decision = time.UnixMilli(now).Add(d.RetryAfter), d // nothing reserved: ask again at At
-		if limit != 0 && r.At.UnixMilli() > limit {
+		// Nothing reserved: ask again at At, the waiter's place in the
+		// key's queue (see windowQueues).
+		q := &s.l.queues
+		idx := floorDiv(now, p.window)
+		ahead := q.place(key, p.window, idx, p.limit, n, false)
+		laps, k := ahead/p.limit, ahead%p.limit+n
+		if k > p.limit {
+			laps, k = laps+1, n
+		}
+		var dk ringlimit.Decision
+		decide(&dk, &st, alg, p, now, k, false)
+		at := now + dk.RetryAfter.Milliseconds() + laps*p.window
+		r.At, r.Decision = time.UnixMilli(at), d
+		if limit != 0 && at > limit {
 			return s.tooLong(r, key, n)
 		}
+		q.place(key, p.window, idx, p.limit, n, true)
+		r.queue = idx + 1
 		return nil
 	}
 	// A bucket: the hits go in now, and act when the bucket allows them:
@@ -199,8 +245,12 @@ func (s *shard) reserve(r *Reservation, key string, frag uint32, rule ringlimit.
 	if !ok {
 		i = none
 	}
-	s.record(key, frag, i, 0, tag, &state{a: after, b: t}, until, now)
-	r.t, r.level, r.act = t, after, act
+	epoch := st.c
+	if epoch == 0 {
+		epoch = s.l.newEpoch()
+	}
+	s.record(key, frag, i, 0, tag, &state{a: after, b: t, c: epoch}, until, now)
+	r.t, r.level, r.act, r.epoch = t, after, act, epoch
 	r.Decision = bucketAt(p, alg == ringlimit.LeakyBucket, after, wait)
 	if i, ok := s.lookup(key, frag, 0); ok {
 		s.exhausted(i, &r.Decision, alg, p, now, n) // eviction spares a key that denies
@@ -229,13 +279,27 @@ func bucketAt(p *params, leaky bool, after, wait int64) ringlimit.Decision {
 }
 
 // CancelAt gives back at now the hits r reserved ahead on a bucket, if
-// their time to act has not come: all of them if no waiter reserved after
-// r, else as many as those later waiters were not promised (x/time/rate's
-// rule), so no waiter acts earlier than the bucket allows. The level never
-// falls below empty. It does nothing for a reservation that consumed at
-// once or reserved nothing, and for a key whose state left (Reset, a
-// hand-off, eviction).
+// their time to act has not come. If no units were reserved after r's (or
+// all that were are holes of waiters who gave up too), they come back at
+// once; else they stay, as a hole, until every waiter above them has
+// given up too, and then the holes come back together, so that a bucket
+// nobody waits on any longer admits as if none of them had come (holes.go
+// says how, and why no waiter then acts later than promised, nor does the
+// bucket admit more than its rule). The level never falls below empty. It
+// does nothing for a reservation that consumed at once or reserved
+// nothing, and drops (counting it in Stats.StaleCancels) one whose state
+// is not the key's state now: the state left (Reset, a hand-off,
+// eviction, expiry) or was started afresh since, which its epoch tells.
+//
+// For a window waiter that was denied (Decision not Allowed), it takes its
+// hits out of the key's queue instead (see windowQueues).
 func (l *Limiter) CancelAt(now time.Time, r Reservation) {
+	if r.queue > 0 && r.key != "" && r.n > 0 {
+		if w := r.rule.WindowMillis(); w > 0 && r.rule.Limit > 0 {
+			l.queues.leave(r.key, w, floorDiv(now.UnixMilli(), w), r.rule.Limit, r.n)
+		}
+		return
+	}
 	if r.act == 0 || r.key == "" {
 		return
 	}
@@ -258,10 +322,12 @@ func (s *shard) cancel(r *Reservation, frag uint32, now int64) {
 	p := &s.p
 	i, ok := s.lookup(r.key, frag, 0)
 	if !ok {
+		s.l.stale.Add(1)
 		return
 	}
 	e := s.at(i)
-	if e.tag&^dirtyBit != tagOf(r.rule.Algorithm, 0, p) || e.until <= now {
+	if e.tag&^dirtyBit != tagOf(r.rule.Algorithm, 0, p) || e.until <= now || e.st.c != r.epoch {
+		s.l.stale.Add(1)
 		return
 	}
 	t := max(now, e.st.b)
@@ -269,14 +335,23 @@ func (s *shard) cancel(r *Reservation, frag uint32, now int64) {
 		return // its turn came: the hits are spent
 	}
 	level := drain(e.st.a, t-e.st.b, p.limit)
-	later := max(0, level-drain(r.level, t-r.t, p.limit)) // units reserved after r
-	give := r.n*p.window - later
-	if give <= 0 {
+	top := drain(r.level, t-r.t, p.limit) // r's top, as a level at t (see holes.go)
+	q := &s.holes
+	rec, had := q.get(r.key)
+	var buf [maxRuns + 2]run
+	runs, deep := holesAt(buf[:0], rec, e.st.c, p.window, p.limit, t)
+	nl, runs, deep := cancelRuns(level, top, r.n*p.window, runs, deep)
+	switch {
+	case len(runs) > 0 || deep.h > 0:
+		q.put(r.key, holeRecord{epoch: e.st.c, window: p.window, limit: p.limit, tau: t, top: nl, deep: deep, runs: append([]run(nil), runs...)})
+	case had:
+		q.forget(r.key)
+	}
+	if nl == level {
 		return
 	}
-	level = max(0, level-give)
-	e.st.a, e.st.b = level, t
-	e.until = t + p.perLimit.ceil(level)
+	e.st.a, e.st.b = nl, t
+	e.until = t + p.perLimit.ceil(nl)
 	*s.denyAt(i) = 0
 	if s.track && e.tag&dirtyBit == 0 {
 		e.tag |= dirtyBit
@@ -287,20 +362,35 @@ func (s *shard) cancel(r *Reservation, frag uint32, now int64) {
 // Ticket is what CancelAt needs of a bucket's reservation beyond its key
 // and rule: a node that reserved for a waiter on another member sends it
 // there, and gets it back with the waiter's cancel (CancelTicket). Act is
-// zero for a reservation that has nothing to give back.
-type Ticket struct{ N, T, Level, Act int64 }
+// zero for a reservation that has nothing to give back. Epoch is the
+// epoch of the state it was reserved in (see CancelAt): a ticket with
+// another gives nothing back. A denied window waiter's ticket has Act 0
+// and T its place's window index + 1: its cancel leaves the key's queue.
+type Ticket struct{ N, T, Level, Act, Epoch int64 }
 
 // Ticket is r's ticket.
-func (r Reservation) Ticket() Ticket { return Ticket{N: r.n, T: r.t, Level: r.level, Act: r.act} }
+func (r Reservation) Ticket() Ticket {
+	if r.queue > 0 {
+		return Ticket{N: r.n, T: r.queue}
+	}
+	return Ticket{N: r.n, T: r.t, Level: r.level, Act: r.act, Epoch: r.epoch}
+}
 
 // CancelTicket is CancelAt for the reservation of n hits on key under rule
 // that tk stands for. A ticket comes from another member: one that does
 // not fit the rule (no hits, or more than its capacity) gives nothing back,
-// and no ticket gives back more than its own hits, or more than later
-// reservations leave (see CancelAt).
+// and no ticket gives back more than its own hits at once (see CancelAt).
 func (l *Limiter) CancelTicket(now time.Time, key string, rule ringlimit.Rule, tk Ticket) {
-	if ringlimit.ValidateCall(key, rule, tk.N) != nil || tk.N <= 0 || tk.Act <= 0 || tk.T < 0 || tk.Level < 0 {
+	alg := rule.Algorithm
+	if tk.Act == 0 && tk.T > 0 && tk.N > 0 && alg != ringlimit.TokenBucket && alg != ringlimit.LeakyBucket {
+		if ringlimit.ValidateCall(key, rule, tk.N) == nil {
+			l.CancelAt(now, Reservation{key: key, rule: rule, n: tk.N, queue: tk.T})
+		}
 		return
 	}
-	l.CancelAt(now, Reservation{key: key, rule: rule, n: tk.N, t: tk.T, level: tk.Level, act: tk.Act})
+	if ringlimit.ValidateCall(key, rule, tk.N) != nil || tk.N <= 0 || tk.Act <= 0 || tk.T < 0 || tk.Level < 0 || tk.Epoch <= 0 {
+		l.stale.Add(1)
+		return
+	}
+	l.CancelAt(now, Reservation{key: key, rule: rule, n: tk.N, t: tk.T, level: tk.Level, act: tk.Act, epoch: tk.Epoch})
 }

@@ -56,8 +56,22 @@ end
 local function reply(allowed, remaining, retry, reset, delay)
   return struct.pack('<i8i8i8i8i8', allowed, remaining, retry, reset, delay)
 end
+-- epochOf is the epoch of the bucket's state (internal/memstore/wait.go:
+-- the state a reservation was made in), 0 for none: a value of 33 bytes
+-- carries it after the level and the last update.
+local function epochOf()
+  local st = stored()
+  if st and #st == 33 then return (struct.unpack('<i8', st, 26)) end
+  return 0
+end
+-- bucketValue is a bucket's value: 25 bytes, or 33 with an epoch (> 0).
+local function bucketValue(level, t, epoch)
+  if epoch > 0 then return tag .. struct.pack('<i8i8i8', level, t, epoch) end
+  return tag .. struct.pack('<i8i8', level, t)
+end
 -- bucket returns a bucket's level drained to t = max(now, last update), and
--- t (local/algorithms.go: drain). State: tag, level i8, last update ms i8.
+-- t (local/algorithms.go: drain). State: tag, level i8, last update ms i8,
+-- and the epoch i8 if it has one.
 local function bucket()
   local st = stored()
   local level, last = 0, 0

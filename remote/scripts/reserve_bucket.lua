@@ -6,7 +6,10 @@
 -- written unless the reservation is made.
 -- Reply: status (1 reserved, 2 past the caller's wait, 3 past the queue's
 -- reach), the wait in ms from now, the level just after and its instant t,
--- as four little-endian int64s.
+-- and the state's epoch (the cancel names it), as five little-endian
+-- int64s. A state without an epoch gets one: the server's clock in µs,
+-- which no earlier state of the key took (a script takes longer than 1 µs).
+-- It stays below 2^53 until the year 2255.
 local MAXQ = 2251799813685248 -- 2^51 units past the capacity: local/wait.go's maxQueue
 local level, t = bucket()
 local after, full = level + n * window, burst * window
@@ -23,5 +26,12 @@ if maxwait and t - now + wait > maxwait then
 elseif wait > 0 and after > full + MAXQ then
   status = 3
 end
-if status == 1 then save(tag .. struct.pack('<i8i8', after, t), t + cdiv(after, limit)) end
-return struct.pack('<i8i8i8i8', status, t - now + wait, after, t)
+local epoch = epochOf()
+if status == 1 then
+  if epoch == 0 then
+    local tm = redis.call('TIME')
+    epoch = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+  end
+  save(bucketValue(after, t, epoch), t + cdiv(after, limit))
+end
+return struct.pack('<i8i8i8i8i8', status, t - now + wait, after, t, epoch)

@@ -39,10 +39,10 @@ local function wellFormed(v, len)
     return size == len and head >= 57 and head <= size and (size - head) % 16 == 0
       and fits(total) and fits(oldest) and fits(newest) and fits(ncount)
   end
-  if alg == 4 then
+  if alg == 4 or alg <= 1 and len == 33 then -- a bucket's value of 33 bytes carries its epoch
     if len ~= 33 or #v ~= 33 then return false end
     local a, b, c = struct.unpack('<i8i8i8', v, 10)
-    return fits(a) and fits(b) and fits(c)
+    return fits(a) and fits(b) and fits(c) and (alg == 4 or c > 0)
   end
   if len ~= 25 or #v ~= 25 then return false end
   local a, b = struct.unpack('<i8i8', v, 10)

@@ -140,10 +140,14 @@ type run struct {
 	// allowance, if set, is what a key may admit with no fault at all (the
 	// skew rows' token bucket): the table's "limit" column.
 	allowance func(key string) int
-	// exact, if set, says which keys are held to their bound alone: no
-	// allowance for ring drops, store decisions or fail-open admissions
-	// (the latency and loss rows' keys whose owner is not the victim: a
-	// slow owner that answers is waited for, not replaced).
+	// exact, if set, says which keys are held to their bound plus their
+	// own fail-open admissions alone: no allowance for ring drops or store
+	// decisions (the latency and loss rows' keys whose owner is not the
+	// victim: a slow owner that answers is waited for, not replaced). A
+	// fail-open decision is the policy's, by design: a forward from the
+	// lossy node whose segment is lost three times outlasts the 1 s
+	// ceiling, and so may its store call (CI, loss-5%: one such call, the
+	// only excess on its key).
 	exact func(key string) bool
 	r     row
 }
@@ -237,8 +241,9 @@ func (ru *run) finish(victims, survivors []int, bound func(key string) int) row 
 		b := bound(k)
 		if ru.exact != nil && ru.exact(k) {
 			g.Add(ks, limit, b)
+			b += ks.AllowedFrom["fallback"]
 			if ks.Allowed > b {
-				t.Errorf("key %s (owner %s, not the victim): admitted %d, bound %d, exact (by source %v, by node %v)",
+				t.Errorf("key %s (owner %s, not the victim): admitted %d, bound %d, exact plus its fail-open admissions (by source %v, by node %v)",
 					k, ru.owner[k], ks.Allowed, b, ks.AllowedFrom, ks.AllowedBy)
 			}
 			if ks.Attempts < 2*ru.rule.Limit {
