@@ -78,9 +78,9 @@ func (a *api) hello(what string) http.HandlerFunc {
 	}
 }
 
-// login is the seed article's pattern with ringlimit's names: Peek (Check)
-// refuses early once the user is over the limit, AllowN (Record) records the
-// attempt, and Reset (Clear) forgets the failures after a success.
+// login limits failed logins per user with check, record and clear: Peek
+// refuses early once the user is over the limit, AllowN records the
+// attempt, and Reset forgets the failures after a success.
 // ?ok=true stands for a correct password.
 func (a *api) login(w http.ResponseWriter, r *http.Request) {
 	user := r.URL.Query().Get("user")

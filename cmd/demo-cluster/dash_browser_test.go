@@ -104,8 +104,10 @@ func startDemo(t *testing.T, bin string, args ...string) string {
 // TestDashboardInBrowser opens the dashboard in a real headless Chromium,
 // waits for three nodes, kills one with its button, and checks that the
 // page shows it within 2 s while the traffic sees no error.
-// DASHBOARD_SCREENSHOT=path keeps the screenshot (docs/dashboard.png);
-// DASHBOARD_HOVER_SCREENSHOT=path one taken while the mouse points at n1.
+// DASHBOARD_SCREENSHOT=path keeps the screenshot (docs/dashboard.png), taken
+// at the demo's default rate (the test otherwise sends 100 requests a
+// second); DASHBOARD_HOVER_SCREENSHOT=path one taken while the mouse points
+// at n1.
 func TestDashboardInBrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster and a browser")
@@ -114,7 +116,11 @@ func TestDashboardInBrowser(t *testing.T) {
 	if browser == "" {
 		t.Skip("no chromium on PATH (./test.sh installs Debian's chromium): the dashboard is not tested in a browser")
 	}
-	url := startDemo(t, demoBinary(t), "-plain", "-rate", "100")
+	args := []string{"-plain"}
+	if os.Getenv("DASHBOARD_SCREENSHOT") == "" {
+		args = append(args, "-rate", "100")
+	}
+	url := startDemo(t, demoBinary(t), args...)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -156,6 +162,25 @@ func TestDashboardInBrowser(t *testing.T) {
 		return !!m && +m[1] > 0 && +m[1] === +m[2] + +m[3] + +(m[4] || 0); })()`
 	if _, err := chromedp.Run(bctx, chromedp.Poll[bool](addsUp, chromedp.WithPollingTimeout(5*time.Second))); err != nil {
 		t.Errorf("header totals %q do not add up: %v", text(t, bctx, "#traffic"), err)
+	}
+
+	// No node wears a source's colour; the rules table lists the API's
+	// rules; each busiest key names its rule.
+	named := `(() => {
+		const css = getComputedStyle(document.documentElement);
+		const src = ["--local", "--peer", "--store", "--fallback"].map(v => css.getPropertyValue(v).trim().toLowerCase());
+		const cards = [...document.querySelectorAll('.node')].map(c => c.style.getPropertyValue('--c').trim().toLowerCase());
+		const legend = [...document.querySelectorAll('#legend span')].map(s => s.style.getPropertyValue('--c').trim().toLowerCase());
+		const rules = [...document.querySelectorAll('#rules tr[data-rule]')].map(r => r.dataset.rule).join(",");
+		const wins = [...document.querySelectorAll('#windows .win')];
+		return cards.length === 3 && cards.concat(legend).every(c => c !== "" && !src.includes(c)) &&
+			rules === "items,login,posts,search" && wins.length > 0 &&
+			wins.every(w => (w.querySelector('.rule') || {}).textContent === "rule ` + checkRule + `");
+	})()`
+	if _, err := chromedp.Run(bctx, chromedp.Poll[bool](named, chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+		rules := text(t, bctx, "#rules")
+		wins := text(t, bctx, "#windows")
+		t.Errorf("node colours, rules table or the busiest keys' rules wrong: %v\nrules: %s\nbusiest: %s", err, rules, wins)
 	}
 
 	if os.Getenv("DASHBOARD_SCREENSHOT") != "" { // a fuller chart for the README

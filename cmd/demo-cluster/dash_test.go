@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -469,6 +471,50 @@ func TestDashboardHostRealListener(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != want {
 			t.Errorf("on %s, Host %s: %d, want %d", ln.Addr(), host, resp.StatusCode, want)
+		}
+	}
+}
+
+// The nodes' colours on the dashboard are not the sources' (local, peer,
+// store, fallback) nor the dead grey, nor near one: n1 in the peer blue
+// read as "peer" in the nodes' charts.
+func TestNodeColoursAreNotSources(t *testing.T) {
+	page := string(dashPage)
+	rgb := func(hex string) [3]float64 {
+		var c [3]float64
+		for i := range c {
+			v, err := strconv.ParseUint(hex[1+2*i:3+2*i], 16, 8)
+			if err != nil {
+				t.Fatalf("colour %q: %v", hex, err)
+			}
+			c[i] = float64(v)
+		}
+		return c
+	}
+	sources := map[string][3]float64{}
+	for _, name := range []string{"local", "peer", "store", "fallback", "dead"} {
+		m := regexp.MustCompile(`--` + name + `: (#[0-9a-fA-F]{6});`).FindStringSubmatch(page)
+		if m == nil {
+			t.Fatalf("no --%s colour in the page", name)
+		}
+		sources[name] = rgb(m[1])
+	}
+	m := regexp.MustCompile(`const COLORS = \[([^\]]*)\]`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatal("no node colours (COLORS) in the page")
+	}
+	nodes := regexp.MustCompile(`#[0-9a-fA-F]{6}`).FindAllString(m[1], -1)
+	if len(nodes) < 5 {
+		t.Fatalf("%d node colours, want at least 5 (the demo's -nodes)", len(nodes))
+	}
+	for i, hex := range nodes {
+		c := rgb(hex)
+		for name, s := range sources {
+			// 60 in RGB space: the closest pair here (teal and the peer
+			// blue) is 68 apart, and looks apart.
+			if d := math.Sqrt((c[0]-s[0])*(c[0]-s[0]) + (c[1]-s[1])*(c[1]-s[1]) + (c[2]-s[2])*(c[2]-s[2])); d < 60 {
+				t.Errorf("n%d's colour %s is %.0f from the %s colour", i+1, hex, d, name)
+			}
 		}
 	}
 }

@@ -25,6 +25,7 @@ type dashState struct {
 	Nodes   []nodeJSON  `json:"nodes"`
 	Ring    ringJSON    `json:"ring"`
 	Windows windowsJSON `json:"windows"`
+	Rules   []ruleJSON  `json:"rules"`  // the API's rules, Admitted per second over the nodes, by name
 	Events  []string    `json:"events"` // the latest, oldest first
 	Chaos   bool        `json:"chaos"`  // the scripted chaos is under way
 }
@@ -92,8 +93,13 @@ type windowsJSON struct {
 
 type keyCount struct {
 	Key      string `json:"key"`
+	Rule     string `json:"rule"` // the rule its hits were decided by
 	Admitted int    `json:"admitted"`
 }
+
+// checkRule names the rule every /v1/allow request of the generator asks
+// for, as the busiest keys show it.
+var checkRule = fmt.Sprintf("/v1/allow: fixed_window, %d per %s per key", checkLimit, checkWindow)
 
 // dashWatch is what the view keeps between polls for the dashboard.
 type dashWatch struct {
@@ -314,6 +320,10 @@ func (v *view) state(chaos bool) ([]byte, error) {
 	last := time.Now().UnixMilli()/checkWindow.Milliseconds() - 1
 	s.Windows = windowsJSON{Limit: checkLimit, Window: checkWindow.String()}
 	s.Windows.Busiest, s.Windows.Over = v.gen.busiest(last, 8)
+	s.Rules = v.ruleRates()
+	if s.Rules == nil {
+		s.Rules = []ruleJSON{}
+	}
 	b, err := json.Marshal(s)
 	if err != nil {
 		return nil, fmt.Errorf("dashboard state: %w", err)
@@ -332,7 +342,7 @@ func (t *traffic) busiest(window int64, n int) ([]keyCount, int) {
 			over++
 		}
 		if k.window == window {
-			top = append(top, keyCount{Key: k.key, Admitted: c})
+			top = append(top, keyCount{Key: k.key, Rule: checkRule, Admitted: c})
 		}
 	}
 	t.mu.Unlock()

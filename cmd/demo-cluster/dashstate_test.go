@@ -2,9 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"math"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -195,7 +197,7 @@ func TestState(t *testing.T) {
 	if total < 0.999 || total > 1.001 {
 		t.Errorf("arcs cover %.4f of the ring, want 1", total)
 	}
-	want := []keyCount{{"hot-0", checkLimit + 1}, {"hot-1", checkLimit}, {"key-1", 2}}
+	want := []keyCount{{"hot-0", checkRule, checkLimit + 1}, {"hot-1", checkRule, checkLimit}, {"key-1", checkRule, 2}}
 	if !slices.Equal(s.Windows.Busiest, want) || s.Windows.Over != 2 || s.Windows.Limit != checkLimit {
 		t.Errorf("windows %+v, want busiest %v and 2 over", s.Windows, want)
 	}
@@ -337,5 +339,72 @@ func TestRingFewArcs(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// The busiest keys name their rule, and the state carries the per-rule
+// table the terminal view prints: each rule once, its admitted hits per
+// second summed over the nodes that are up.
+func TestStateNamesRules(t *testing.T) {
+	if !strings.Contains(checkRule, "fixed_window") || !strings.Contains(checkRule, fmt.Sprint(checkLimit)) {
+		t.Errorf("the check rule reads %q", checkRule)
+	}
+	v := fakeView()
+	rules := func(items, login uint64) []ruleJSON {
+		return []ruleJSON{{Name: "items", Algorithm: "token_bucket", Limit: 20, Window: "1s", Key: "header:X-Api-Key", Admitted: items},
+			{Name: "login", Algorithm: "sliding_log", Limit: 5, Window: "10s", Key: "user", Admitted: login}}
+	}
+	for n := range 3 {
+		v.fakePoll(n, []string{"n1", "n2", "n3"}, "closed", nil)
+		v.nodes[n].dbg.Rules = rules(100, 7)
+		v.fakePoll(n, []string{"n1", "n2", "n3"}, "closed", nil)
+		v.nodes[n].dbg.Rules = rules(100+uint64(n+1)*10, 8)
+	}
+	v.fakePoll(2, nil, "", nil) // n3 down: its rules do not count
+	last := time.Now().UnixMilli()/checkWindow.Milliseconds() - 1
+	v.gen.checks = map[checkWindowKey]int{{"hot-0", last}: 3}
+	b, err := v.state(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s struct {
+		Rules   []ruleJSON `json:"rules"`
+		Windows struct {
+			Busiest []map[string]any `json:"busiest"`
+		} `json:"windows"`
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	want := rules(10+20, 1+1)
+	if !slices.Equal(s.Rules, want) {
+		t.Errorf("rules %+v, want %+v", s.Rules, want)
+	}
+	if len(s.Windows.Busiest) != 1 || s.Windows.Busiest[0]["rule"] != checkRule {
+		t.Errorf("busiest keys %v: each must name its rule %q", s.Windows.Busiest, checkRule)
+	}
+}
+
+// The one-line view writes its units out: a node's members and keys, and
+// which figures are per second.
+func TestPlainLineUnits(t *testing.T) {
+	v := fakeView()
+	for n := range 3 {
+		v.fakePoll(n, []string{"n1", "n2", "n3"}, "closed", nil)
+		v.nodes[n].dbg.Stats.Keys = 23
+		v.nodes[n].dbg.Rules = []ruleJSON{{Name: "items", Algorithm: "token_bucket", Limit: 20, Window: "1s", Admitted: 5}}
+		v.fakePoll(n, []string{"n1", "n2", "n3"}, "closed", nil)
+		v.nodes[n].dbg.Rules = []ruleJSON{{Name: "items", Algorithm: "token_bucket", Limit: 20, Window: "1s", Admitted: 9}}
+	}
+	var b strings.Builder
+	v.line(&b)
+	line := b.String()
+	for _, want := range []string{"n1:up(3 members,23 keys)", " req/s=", " allowed/s=", " denied/s=", " errors_total=", "items=12 admitted/s(limit 20 per 1s)"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("line %q lacks %q", line, want)
+		}
+	}
+	if regexp.MustCompile(`\d+[km]\b`).MatchString(line) {
+		t.Errorf("line %q has a bare count with a unit letter", line)
 	}
 }

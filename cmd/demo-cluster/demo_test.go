@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -154,51 +155,66 @@ func TestEmbeddedStoreRun(t *testing.T) {
 }
 
 // Killing the supervisor with SIGKILL, which it cannot catch, takes its node
-// processes and its store server with it (Pdeathsig).
+// processes and its store with it (Pdeathsig): a server from PATH, or the
+// embedded store, which runs as a child too.
 func TestParentKilled(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("Pdeathsig is Linux only")
 	}
 	bin := demoBinary(t)
-	cmd := exec.Command(bin, "-plain", "-rate", "50")
-	cmd.Dir = t.TempDir()
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var seen strings.Builder
-	sc := bufio.NewScanner(out)
-	for sc.Scan() && !strings.HasSuffix(sc.Text(), "nodes up") {
-		seen.WriteString(sc.Text() + "\n")
-	}
-	children := childrenOf(cmd.Process.Pid)
-	if len(children) != 4 { // 3 nodes and the store server
-		t.Errorf("children before the kill: %v, want 3 nodes and the store server\n%s", children, seen.String())
-	}
-	cmd.Process.Kill()
-	cmd.Wait()
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		var left []int
-		for _, pid := range children {
-			if alive(pid) {
-				left = append(left, pid)
+	for _, store := range []string{"auto", "embedded"} {
+		t.Run(store, func(t *testing.T) {
+			cmd := exec.Command(bin, "-plain", "-rate", "50", "-store", store)
+			cmd.Dir = t.TempDir()
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-		if len(left) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			for _, pid := range left { // do not leave them to the next test
-				syscall.Kill(pid, syscall.SIGKILL)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
 			}
-			t.Fatalf("left behind after SIGKILL of the supervisor: %v", left)
-		}
-		time.Sleep(50 * time.Millisecond)
+			var seen strings.Builder
+			sc := bufio.NewScanner(out)
+			for sc.Scan() && !strings.HasSuffix(sc.Text(), "nodes up") {
+				seen.WriteString(sc.Text() + "\n")
+			}
+			children := childrenOf(cmd.Process.Pid)
+			if len(children) != 4 { // 3 nodes and the store server
+				t.Errorf("children before the kill: %v, want 3 nodes and the store server\n%s", children, seen.String())
+			}
+			if store == "embedded" && !slices.ContainsFunc(children, isEmbeddedStore) {
+				t.Errorf("children before the kill: %v, none of them the embedded store\n%s", children, seen.String())
+			}
+			cmd.Process.Kill()
+			cmd.Wait()
+			deadline := time.Now().Add(3 * time.Second)
+			for {
+				var left []int
+				for _, pid := range children {
+					if alive(pid) {
+						left = append(left, pid)
+					}
+				}
+				if len(left) == 0 {
+					return
+				}
+				if time.Now().After(deadline) {
+					for _, pid := range left { // do not leave them to the next test
+						syscall.Kill(pid, syscall.SIGKILL)
+					}
+					t.Fatalf("left behind after SIGKILL of the supervisor: %v", left)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		})
 	}
+}
+
+// isEmbeddedStore reports whether pid is this binary's hidden store subcommand.
+func isEmbeddedStore(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	args := strings.Split(string(b), "\x00")
+	return err == nil && len(args) > 1 && args[1] == "store"
 }
 
 // childrenOf returns the pids of the processes whose parent is pid.

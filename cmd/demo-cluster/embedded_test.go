@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -160,5 +163,47 @@ func TestEmbeddedEvalshaAndRestart(t *testing.T) {
 	}
 	if got := c.do(t, "EVALSHA", sha, "1", "k"); !strings.HasPrefix(fmt.Sprint(got), "NOSCRIPT") {
 		t.Errorf("EVALSHA after a restart: %v, want NOSCRIPT", got)
+	}
+}
+
+// The demo's embedded store is a process of its own, a child of the
+// supervisor, not goroutines beside the traffic generator's: Stop kills it
+// and forgets its keys, and Start brings it back on the same address, empty.
+func TestEmbeddedStoreProcess(t *testing.T) {
+	bin := demoBinary(t)
+	st, err := newStore("embedded", bin, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Stop() })
+	if err := st.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(st.Kind(), "embedded") || !st.Running() {
+		t.Fatalf("store %q, running %t: want the embedded one, running", st.Kind(), st.Running())
+	}
+	if runtime.GOOS == "linux" {
+		if kids := childrenOf(os.Getpid()); !slices.ContainsFunc(kids, isEmbeddedStore) {
+			t.Errorf("children of the test: %v, none of them the embedded store", kids)
+		}
+	}
+	c := dialResp(t, st.Addr())
+	if got := c.do(t, "SET", "k", "v"); got != "OK" {
+		t.Fatalf("SET: %v", got)
+	}
+	// A script that uses the struct shim: the front runs in the child too.
+	if got := c.do(t, "EVAL", "return struct.unpack('<i8', struct.pack('<i8', 42))", "0"); got != int64(42) {
+		t.Fatalf("EVAL with struct: %v", got)
+	}
+	st.Stop()
+	if st.Running() || ping(st.Addr()) {
+		t.Fatal("still answering after Stop")
+	}
+	if err := st.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c = dialResp(t, st.Addr())
+	if got := c.do(t, "EXISTS", "k"); got != int64(0) {
+		t.Errorf("key after a restart: EXISTS = %v", got)
 	}
 }

@@ -20,13 +20,16 @@
 // or by the address it listens on, so a DNS-rebinding page cannot read it.
 //
 // The store is a valkey-server or redis-server found on PATH (on a free
-// loopback port, no persistence), else an embedded one (miniredis, in this
-// process). Each node is this binary re-executed as "demo-cluster node": a
-// ringlimit node with an HTTP server on 127.0.0.1 that serves
+// loopback port, no persistence), else an embedded one: miniredis, in this
+// binary re-executed as "demo-cluster store", a process of its own so that
+// the traffic generator cannot starve it. Each node is this binary
+// re-executed as "demo-cluster node": a ringlimit node with an HTTP server on
+// 127.0.0.1 that serves
 //
 //	GET  /api/items, POST /api/posts, /api/search   the demo API, behind httplimit
 //	                                                with the rules of rules.yaml
-//	POST /login?user=U&ok=true|false                the seed article's login pattern
+//	POST /login?user=U&ok=true|false                failed logins limited per user: check,
+//	                                                record a failure, clear on success
 //	GET  /v1/allow?key=K&algorithm=A&limit=L&window=W&n=N&burst=B
 //	                                                one decision, as JSON
 //	GET  /healthz
@@ -56,6 +59,13 @@ func main() {
 		}
 		return
 	}
+	if len(os.Args) > 1 && os.Args[1] == "store" { // hidden: the embedded store's process
+		if err := runStore(os.Args[2:], os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, "demo-cluster store:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	var o options
 	flag.IntVar(&o.nodes, "nodes", 3, "number of node processes")
 	flag.IntVar(&o.rate, "rate", 300, "requests per second the traffic generator sends, over all nodes (0: none)")
@@ -63,7 +73,7 @@ func main() {
 	flag.IntVar(&o.hot, "hot", 3, "number of hot keys, which get 60% of the traffic")
 	flag.BoolVar(&o.chaos, "chaos", false, "run the scripted scenario: kill a node, restart it, kill the store, restart it")
 	flag.DurationVar(&o.duration, "duration", 0, "end the run after this long and print a summary (0: until q or Ctrl-C; 60s with -chaos)")
-	flag.StringVar(&o.store, "store", "auto", "auto: valkey-server or redis-server from PATH, else embedded; embedded: always the in-process one")
+	flag.StringVar(&o.store, "store", "auto", "auto: valkey-server or redis-server from PATH, else embedded; embedded: always the embedded one (miniredis, in a process of its own)")
 	flag.StringVar(&o.rules, "rules", "", "rule file for the demo API (default: the shipped rules.yaml)")
 	flag.BoolVar(&o.plain, "plain", false, "print one line a second even on a terminal")
 	flag.StringVar(&o.dashboard, "dashboard", "127.0.0.1:0", "listen address of the web dashboard (its controls answer only loopback clients)")

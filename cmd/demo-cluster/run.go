@@ -70,14 +70,12 @@ func run(ctx context.Context, o options, stdin io.Reader, stdout io.Writer) (err
 		}
 	}
 
-	var st store
-	if o.store == "embedded" {
-		addr, err := freeAddr()
-		if err != nil {
-			return err
-		}
-		st = newEmbeddedStore(addr)
-	} else if st, err = newStore(dir); err != nil {
+	bin, err := os.Executable() // re-executed for the nodes and the embedded store
+	if err != nil {
+		return err
+	}
+	st, err := newStore(o.store, bin, dir)
+	if err != nil {
 		return err
 	}
 	if err := st.Start(); err != nil {
@@ -102,10 +100,6 @@ func run(ctx context.Context, o options, stdin io.Reader, stdout io.Writer) (err
 
 	secret := make([]byte, 32)
 	rand.Read(secret)
-	bin, err := os.Executable()
-	if err != nil {
-		return err
-	}
 	events := newEventLog(start)
 	sup, err := newSupervisor(bin, dir, rulesPath, st.Addr(), hex.EncodeToString(secret), o.nodes, events)
 	if err != nil {

@@ -226,7 +226,7 @@ func (v *view) line(b *strings.Builder) {
 		n := v.nodes[i]
 		state := "down"
 		if n.up {
-			state = fmt.Sprintf("up(%dm,%dk)", len(n.dbg.Members), n.dbg.Stats.Keys)
+			state = fmt.Sprintf("up(%d members,%d keys)", len(n.dbg.Members), n.dbg.Stats.Keys)
 			if n.haveOld {
 				for s := range src {
 					src[s] += delta(n.dbg.Stats.Decisions[s], n.old.Stats.Decisions[s])
@@ -238,11 +238,11 @@ func (v *view) line(b *strings.Builder) {
 		}
 		fmt.Fprintf(b, "%s:%s", p.name, state)
 	}
-	fmt.Fprintf(b, " req/s=%d allowed=%d denied=%d errors=%d decisions/s local=%d peer=%d store=%d fallback=%d",
+	fmt.Fprintf(b, " req/s=%d allowed/s=%d denied/s=%d errors_total=%d decisions/s local=%d peer=%d store=%d fallback=%d",
 		tot.requests-v.prevTot.requests, tot.allowed-v.prevTot.allowed, tot.denied-v.prevTot.denied, tot.errors,
 		src[0], src[1], src[2], src[3])
 	for _, r := range v.ruleRates() {
-		fmt.Fprintf(b, " %s=%d/s(limit %d/%s)", r.Name, r.Admitted, r.Limit, r.Window)
+		fmt.Fprintf(b, " %s=%d admitted/s(limit %d per %s)", r.Name, r.Admitted, r.Limit, r.Window)
 	}
 	b.WriteByte('\n')
 }
