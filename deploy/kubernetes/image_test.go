@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ringlimit/ringlimit"
 )
 
 // docker runs the docker command, bounded by ctx, and returns its trimmed
@@ -65,6 +69,26 @@ func TestImage(t *testing.T) {
 	} else if cfg != `65534:65534 ["/ringlimit-example"] null 1` {
 		t.Errorf("image config %q: want user 65534, the binary as entrypoint, no arguments, one layer (FROM scratch)", cfg)
 	}
+
+	// OCI labels: source, the module's version, the licence.
+	labels, err := docker(ctx, "image", "inspect", "--format", "{{json .Config.Labels}}", tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]string
+	if err := json.Unmarshal([]byte(labels), &got); err != nil {
+		t.Fatalf("labels %s: %v", labels, err)
+	}
+	for k, want := range map[string]string{
+		"org.opencontainers.image.source":   "https://github.com/ringlimit/ringlimit",
+		"org.opencontainers.image.version":  ringlimit.Version,
+		"org.opencontainers.image.licenses": "Apache-2.0",
+	} {
+		if got[k] != want {
+			t.Errorf("image label %s = %q, want %q", k, got[k], want)
+		}
+	}
+	checkTrimmed(ctx, t, tag)
 
 	if _, err := docker(ctx, "network", "create", "--internal", id); err != nil {
 		t.Fatal(err)
@@ -162,5 +186,74 @@ func TestImage(t *testing.T) {
 				time.Sleep(50 * time.Millisecond) // a poll interval, not a wait for an event
 			}
 		}
+	}
+}
+
+// checkTrimmed copies the binary out of the image and checks that it was
+// built with -trimpath and holds no path of the machine that built it: not
+// the checkout, the module cache or the Go root.
+func checkTrimmed(ctx context.Context, t *testing.T, tag string) {
+	t.Helper()
+	cid, err := docker(ctx, "create", tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer docker(context.Background(), "rm", cid)
+	bin := filepath.Join(t.TempDir(), "ringlimit-example")
+	if _, err := docker(ctx, "cp", cid+":/ringlimit-example", bin); err != nil {
+		t.Fatal(err)
+	}
+	info, err := exec.CommandContext(ctx, "go", "version", "-m", bin).CombinedOutput()
+	if err != nil || !strings.Contains(string(info), "-trimpath=true") {
+		t.Errorf("go version -m: %v, no -trimpath=true:\n%s", err, info)
+	}
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, _ := filepath.Abs(filepath.Join("..", ".."))
+	paths := []string{root}
+	for _, v := range []string{"GOMODCACHE", "GOROOT", "GOPATH"} {
+		out, err := exec.CommandContext(ctx, "go", "env", v).Output()
+		if p := strings.TrimSpace(string(out)); err == nil && p != "" {
+			paths = append(paths, p)
+		}
+	}
+	for _, p := range paths {
+		if n := bytes.Count(data, []byte(p+"/")); n > 0 {
+			t.Errorf("the binary holds %d paths under %s", n, p)
+		}
+	}
+}
+
+// The Dockerfile, for builders with a registry, makes the image image.sh
+// makes: the same labels from the same VERSION build argument, and a
+// -trimpath build.
+func TestDockerfileMatchesImageScript(t *testing.T) {
+	read := func(p string) string {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.ReplaceAll(string(data), "\\\n", " ")
+	}
+	label := regexp.MustCompile(`(?m)^LABEL .*$`)
+	script, file := read(filepath.Join("..", "image.sh")), read("Dockerfile")
+	ls, lf := label.FindString(script), label.FindString(file)
+	if ls == "" || strings.Join(strings.Fields(ls), " ") != strings.Join(strings.Fields(lf), " ") {
+		t.Errorf("labels differ:\nimage.sh:   %s\nDockerfile: %s", ls, lf)
+	}
+	for _, want := range []string{"org.opencontainers.image.version=$VERSION", "org.opencontainers.image.licenses=Apache-2.0", "org.opencontainers.image.source="} {
+		if !strings.Contains(ls, want) {
+			t.Errorf("image.sh's labels lack %s", want)
+		}
+	}
+	for name, text := range map[string]string{"image.sh": script, "Dockerfile": file} {
+		if !strings.Contains(text, "ARG VERSION") || !strings.Contains(text, "go build -trimpath") {
+			t.Errorf("%s: want ARG VERSION and go build -trimpath", name)
+		}
+	}
+	if !strings.Contains(script, `--build-arg VERSION="$version"`) {
+		t.Error("image.sh does not pass VERSION to docker build")
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"flag"
 	"io"
 	"net"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/ringlimit/ringlimit"
 	"github.com/ringlimit/ringlimit/rules"
 )
 
@@ -308,10 +310,14 @@ func TestManifests(t *testing.T) {
 // Bad flags are refused.
 func TestParseFlags(t *testing.T) {
 	env := func(string) string { return "" }
-	for _, args := range [][]string{{"-http=8080"}, {"-advertise=pod-1"}, {"extra"}, {"-nope"}} {
-		if _, err := parseFlags(args, env); err == nil {
-			t.Errorf("parseFlags(%q) accepted", args)
+	for _, args := range [][]string{{"-http=8080"}, {"-advertise=pod-1"}, {"extra"}, {"-nope"}, {"-max-conns=0"}, {"-idle-timeout=0s"},
+		{"-drain=-1s"}, {"-trusted-proxies=10.0.0.0"}} {
+		if _, err := parseFlags(args, env); !errors.Is(err, errBadFlag) {
+			t.Errorf("parseFlags(%q): %v, want errBadFlag", args, err)
 		}
+	}
+	if _, err := parseFlags([]string{"-h"}, env); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("-h: %v, want flag.ErrHelp", err)
 	}
 	if _, err := parseFlags(nil, func(k string) string { return map[string]string{SecretEnv: "xyz"}[k] }); err == nil {
 		t.Error("a secret that is not hex accepted")
@@ -345,15 +351,46 @@ func TestProbes(t *testing.T) {
 	}
 }
 
-// The example service builds as the Dockerfile builds it.
+// The example service builds as the Dockerfile and image.sh build it
+// (-trimpath, so this build's compiled packages are the ones image.sh
+// reuses in TestImage and TestContainerQuickStart), and the binary answers
+// -h, -version and a bad flag as a user expects.
 func TestBuild(t *testing.T) {
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatal("no go command on PATH")
 	}
-	cmd := exec.Command(gobin, "build", "-o", filepath.Join(t.TempDir(), "ringlimit-example"), ".")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	bin := filepath.Join(t.TempDir(), "ringlimit-example")
+	cmd := exec.Command(gobin, "build", "-trimpath", "-ldflags=-s -w", "-o", bin, ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
+	}
+
+	// -h: exit status 0, every flag listed with its default.
+	out, err := exec.Command(bin, "-h").CombinedOutput()
+	if err != nil {
+		t.Fatalf("-h: %v\n%s", err, out)
+	}
+	var c config
+	var s string
+	flags(&c, &s, &s, &s).VisitAll(func(f *flag.Flag) {
+		if !strings.Contains(string(out), "\n  -"+f.Name+" ") && !strings.Contains(string(out), "\n  -"+f.Name+"\n") {
+			t.Errorf("-h does not list -%s", f.Name)
+		}
+		if f.DefValue != "" && f.DefValue != "false" && !strings.Contains(string(out), "(default "+strconv.Quote(f.DefValue)+")") &&
+			!strings.Contains(string(out), "(default "+f.DefValue+")") {
+			t.Errorf("-h does not give -%s's default %q", f.Name, f.DefValue)
+		}
+	})
+	// -version: the module's version, exit status 0.
+	out, err = exec.Command(bin, "-version").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "ringlimit-example "+ringlimit.Version {
+		t.Errorf("-version: %q, %v; want ringlimit-example %s", out, err, ringlimit.Version)
+	}
+	// A bad flag: exit status 1, and a pointer to -h.
+	out, err = exec.Command(bin, "-no-such-flag").CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "-h lists the flags") {
+		t.Errorf("a bad flag: %v\n%s", err, out)
 	}
 }

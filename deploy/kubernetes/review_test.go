@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -243,9 +244,26 @@ func TestReviewExample(t *testing.T) {
 		t.Errorf("readiness probed every %d s: the drain (%v) must outlast a probe period", p, cfg.drain)
 	}
 
-	// Behind an ingress, `key: ip` must see the client, not the proxy.
+	// Behind an ingress, `key: ip` must see the client, not the proxy; and
+	// only the ingress: a range as wide as a pod network (10.0.0.0/8 was
+	// here) lets any pod in it send its own X-Forwarded-For.
 	if len(cfg.trusted) == 0 {
 		t.Error("no -trusted-proxies: behind an ingress every client shares one budget")
+	}
+	for _, p := range cfg.trusted {
+		if p.Bits() < 20 {
+			t.Errorf("-trusted-proxies %v: wider than an ingress's range (/20 at most)", p)
+		}
+	}
+
+	// Connections: capped, idle ones closed, and their memory fits beside
+	// the node's state under GOMEMLIMIT (an idle keep-alive: about 20 KiB;
+	// 15,000 took 309 MiB).
+	if cfg.idle <= 0 || cfg.maxConns <= 0 {
+		t.Errorf("-idle-timeout %v, -max-conns %d", cfg.idle, cfg.maxConns)
+	}
+	if conns := int64(cfg.maxConns) * 21 << 10; conns+256<<20 > bytesOf(t, gml) {
+		t.Errorf("-max-conns %d: %d MiB of connections and 256 MiB of state exceed GOMEMLIMIT %s", cfg.maxConns, conns>>20, gml)
 	}
 
 	// The store's password: the replicas and Valkey read the same Secret key.
@@ -259,30 +277,26 @@ func TestReviewExample(t *testing.T) {
 	if ref(env[PasswordEnv]) == "" || ref(env[SecretEnv]) == "" {
 		t.Errorf("%s and %s must come from Secrets", PasswordEnv, SecretEnv)
 	}
-	vctr := dig(all["StatefulSet/valkey"], "spec", "template", "spec", "containers", 0)
-	vargs := map[string]string{}
-	va := seq(dig(vctr, "args"))
-	for i := 0; i+1 < len(va); i += 2 {
-		vargs[str(va[i])] = str(va[i+1])
+	// Valkey reads it from a mounted file that its config file includes;
+	// nothing secret is on its command line or in its environment.
+	vpod := dig(all["StatefulSet/valkey"], "spec", "template", "spec")
+	vctr := dig(vpod, "containers", 0)
+	var cmdline []string
+	for _, a := range append(seq(dig(vctr, "command")), seq(dig(vctr, "args"))...) {
+		cmdline = append(cmdline, str(a))
 	}
-	pass := regexp.MustCompile(`^\$\((\w+)\)$`).FindStringSubmatch(vargs["--requirepass"])
-	if pass == nil {
-		t.Fatalf("Valkey args %v: want --requirepass $(VAR)", va)
+	if line := strings.Join(cmdline, " "); strings.Contains(line, "requirepass") || strings.Contains(line, "$(") || len(seq(dig(vctr, "env"))) > 0 {
+		t.Errorf("Valkey's command line %q or environment carries the password", line)
 	}
-	var vref string
-	for _, e := range seq(dig(vctr, "env")) {
-		if dig(e, "name") == pass[1] {
-			vref = ref(e)
-		}
+	conf, include := valkeyConfig(t, all, vpod, cmdline)
+	if !strings.HasPrefix(include, "secret:") || strings.TrimPrefix(include, "secret:") != strings.Split(ref(env[PasswordEnv]), "/")[0] {
+		t.Errorf("Valkey's config includes %q: want a file of the Secret the replicas' password comes from (%s)", include, ref(env[PasswordEnv]))
 	}
-	if vref == "" || vref != ref(env[PasswordEnv]) {
-		t.Errorf("Valkey's password %q and the replicas' %q are not the same Secret key", vref, ref(env[PasswordEnv]))
+	if !slices.Contains([]string{"volatile-ttl", "volatile-lru", "allkeys-lru", "volatile-lfu", "allkeys-lfu"}, conf["maxmemory-policy"]) {
+		t.Errorf("Valkey maxmemory-policy %q: want one that evicts (noeviction fails writes)", conf["maxmemory-policy"])
 	}
-	if !slices.Contains([]string{"volatile-ttl", "volatile-lru", "allkeys-lru", "volatile-lfu", "allkeys-lfu"}, vargs["--maxmemory-policy"]) {
-		t.Errorf("Valkey --maxmemory-policy %q: want one that evicts (noeviction fails writes)", vargs["--maxmemory-policy"])
-	}
-	if mm := vargs["--maxmemory"]; mm == "" || bytesOf(t, mm) >= bytesOf(t, str(dig(vctr, "resources", "limits", "memory"))) {
-		t.Errorf("Valkey --maxmemory %q: want one below the container's memory limit", mm)
+	if mm := conf["maxmemory"]; mm == "" || bytesOf(t, mm) >= bytesOf(t, str(dig(vctr, "resources", "limits", "memory"))) {
+		t.Errorf("Valkey maxmemory %q: want one below the container's memory limit", mm)
 	}
 	vsvc := all["Service/valkey"]
 	if dig(vsvc, "spec", "clusterIP") != "None" || dig(all["StatefulSet/valkey"], "spec", "serviceName") != "valkey" {
@@ -345,4 +359,100 @@ func TestReviewNetworkPolicy(t *testing.T) {
 	}
 	check("ringlimit-example", "ringlimit-example", peerPorts, map[string]bool{"8080/TCP": true})
 	check("valkey", "valkey", map[string]bool{"6379/TCP": true}, nil)
+
+	// Port 8080 admits named pods of named namespaces only (the ingress
+	// controller's, and the monitoring namespace's Prometheus), never every
+	// pod: each entry has both selectors, and no rule opens it to all.
+	np := all["NetworkPolicy/ringlimit-example"]
+	monitoring := false
+	for _, r := range seq(dig(np, "spec", "ingress")) {
+		opens8080 := false
+		for _, p := range seq(dig(r, "ports")) {
+			opens8080 = opens8080 || str(dig(p, "port")) == "8080"
+		}
+		if !opens8080 {
+			continue
+		}
+		from := seq(dig(r, "from"))
+		if len(from) == 0 {
+			t.Errorf("port 8080 is open to every pod")
+		}
+		for _, f := range from {
+			ns := str(dig(f, "namespaceSelector", "matchLabels", "kubernetes.io/metadata.name"))
+			pods, _ := dig(f, "podSelector", "matchLabels").(map[string]any)
+			if ns == "" || len(pods) == 0 || dig(f, "ipBlock") != nil {
+				t.Errorf("port 8080 admits %v: want one namespace's labelled pods", f)
+			}
+			monitoring = monitoring || ns == "monitoring" && pods["app.kubernetes.io/name"] == "prometheus"
+		}
+	}
+	if !monitoring {
+		t.Error("port 8080 does not admit the monitoring namespace's Prometheus: /metrics goes unscraped")
+	}
+}
+
+// valkeyConfig reads the Valkey config file the command line names, from
+// the ConfigMap mounted there: its directives, and where its include points
+// ("secret:NAME" for a file of a mounted Secret holding the key).
+func valkeyConfig(t *testing.T, all map[string]map[string]any, pod any, cmdline []string) (map[string]string, string) {
+	t.Helper()
+	if len(cmdline) != 2 || !strings.HasSuffix(cmdline[1], ".conf") {
+		t.Fatalf("Valkey's command line %q: want the server and its config file", cmdline)
+	}
+	// volume path → the volume mounted over it
+	mounted := func(file string) (map[string]any, string) {
+		dir, base := path.Split(file)
+		for _, m := range seq(dig(pod, "containers", 0, "volumeMounts")) {
+			if strings.TrimSuffix(str(dig(m, "mountPath")), "/")+"/" == dir {
+				for _, v := range seq(dig(pod, "volumes")) {
+					if dig(v, "name") == dig(m, "name") {
+						vm, _ := v.(map[string]any)
+						return vm, base
+					}
+				}
+			}
+		}
+		return nil, ""
+	}
+	vol, key := mounted(cmdline[1])
+	cm := all["ConfigMap/"+str(dig(vol, "configMap", "name"))]
+	text := str(dig(cm, "data", key))
+	if text == "" {
+		t.Fatalf("Valkey's config %s: no ConfigMap key mounted there", cmdline[1])
+	}
+	conf := map[string]string{}
+	include := ""
+	for _, line := range strings.Split(text, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		conf[f[0]] = f[1]
+		if f[0] == "include" {
+			v, k := mounted(f[1])
+			name := str(dig(v, "secret", "secretName"))
+			for _, it := range seq(dig(v, "secret", "items")) {
+				if dig(it, "path") == k && name != "" {
+					include = "secret:" + name
+				}
+			}
+		}
+	}
+	return conf, include
+}
+
+// The manifests of this directory are Kubernetes' own kinds, so that
+// `kubectl apply -f deploy/kubernetes/` works on any cluster; the
+// Prometheus Operator's (PodMonitor, PrometheusRule) are in monitoring/.
+func TestReviewBuiltinKinds(t *testing.T) {
+	builtin := map[string]bool{"v1": true, "apps/v1": true, "policy/v1": true, "networking.k8s.io/v1": true}
+	all := docs(t)
+	for id, m := range all {
+		if !builtin[str(m["apiVersion"])] {
+			t.Errorf("%s: apiVersion %v is not Kubernetes' own", id, m["apiVersion"])
+		}
+	}
+	if len(all) < 8 {
+		t.Errorf("%d manifests", len(all))
+	}
 }

@@ -45,7 +45,7 @@ func run(c config) error {
 		return err
 	}
 	log.Info("serving", "http", a.ln.Addr().String(), "node", c.name, "join", c.join, "valkey", c.valkey,
-		"rules", c.rules, "trusted_proxies", len(c.trusted))
+		"rules", c.rules, "trusted_proxies", len(c.trusted), "max_conns", c.maxConns, "idle_timeout", c.idle.String())
 	served := make(chan error, 1)
 	go func() { served <- a.srv.Serve(a.ln) }()
 	select {
@@ -61,7 +61,7 @@ func run(c config) error {
 type app struct {
 	n     *node.Node
 	srv   *http.Server
-	ln    net.Listener
+	ln    *capListener
 	ready readiness
 }
 
@@ -92,13 +92,15 @@ func start(ctx context.Context, c config, log *slog.Logger) (*app, error) {
 	mw := httplimit.NewMiddleware(n, httplimit.WithRules(src),
 		httplimit.WithClientIP(httplimit.ClientIP{TrustedProxies: c.trusted}), httplimit.WithLogger(log))
 	h, err := handler(&a.ready, n, mw, w)
+	var ln net.Listener
 	if err == nil {
-		a.ln, err = net.Listen("tcp", c.http)
+		ln, err = net.Listen("tcp", c.http)
 	}
 	if err != nil {
 		return nil, errors.Join(err, n.Close())
 	}
-	a.srv = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	a.ln = capConns(ln, c.maxConns)
+	a.srv = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: c.idle}
 	return a, nil
 }
 

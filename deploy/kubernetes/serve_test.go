@@ -20,11 +20,17 @@ import (
 // it returns the app and its base URL. The caller shuts it down.
 func startApp(t *testing.T, c config) (*app, string, <-chan error) {
 	t.Helper()
+	return startAppLog(t, c, slog.New(slog.DiscardHandler))
+}
+
+// startAppLog is startApp logging to log.
+func startAppLog(t *testing.T, c config, log *slog.Logger) (*app, string, <-chan error) {
+	t.Helper()
 	c.name = "t-" + strings.ReplaceAll(t.Name(), "/", "-")
 	c.http, c.gossip, c.rpc = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	a, err := start(ctx, c, slog.New(slog.DiscardHandler))
+	a, err := start(ctx, c, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +57,7 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.http != ":8080" || c.rules != "" || len(c.valkey) != 0 || len(c.join) != 0 {
+	if c.http != ":8080" || c.rules != "" || len(c.valkey) != 0 || len(c.join) != 0 || len(c.trusted) != 0 {
 		t.Fatalf("defaults: %+v", c)
 	}
 	a, base, served := startApp(t, c)
