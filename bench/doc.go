@@ -5,7 +5,7 @@
 //
 // `go test -run .` checks that every peer limits (a quick smoke run).
 // `RINGLIMIT_SCALE=1 go test -run Scale -v -timeout 60m` runs the full study
-// of the README's "cost as the work grows" table: ns per decision at 1k, 10k,
+// of docs/benchmarks.md's "cost as the work grows" tables: ns per decision at 1k, 10k,
 // 100k, 1M and 4M keys, serially and with 2 goroutines, 5 interleaved
 // repetitions, medians and ratios; bytes per key; and it fails if ringlimit
 // is slower than a peer at 10k or 1M keys.

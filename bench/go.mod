@@ -3,7 +3,7 @@ module github.com/ringlimit/ringlimit/bench
 go 1.26.0
 
 require (
-	github.com/ringlimit/ringlimit v0.0.0
+	github.com/ringlimit/ringlimit v0.1.0
 	github.com/sethvargo/go-limiter v0.7.1
 	go.uber.org/goleak v1.3.0
 	golang.org/x/time v0.16.0
@@ -28,4 +28,3 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 )
 
-replace github.com/ringlimit/ringlimit => ../

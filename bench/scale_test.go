@@ -101,7 +101,7 @@ func median(v []float64) float64 {
 	return s[len(s)/2]
 }
 
-// TestScale is the study behind the README's "cost as the work grows".
+// TestScale is the study behind docs/benchmarks.md's "cost as the work grows".
 func TestScale(t *testing.T) {
 	if os.Getenv("RINGLIMIT_SCALE") == "" {
 		t.Skip("set RINGLIMIT_SCALE=1 to run the scale study (about 15 minutes)")
