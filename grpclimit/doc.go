@@ -19,9 +19,11 @@
 //	header:NAME  the first value of the metadata NAME
 //	route        the full method
 //
-// A call over its limit ends with codes.ResourceExhausted, and its trailers
-// carry the rate-limit fields that httplimit sends as headers, under the same
-// names in lower case:
+// A call over its limit ends with codes.ResourceExhausted with a
+// google.rpc.RetryInfo detail (errdetails.RetryInfo: retry_delay, when the
+// call could next pass), which gRPC clients and retry policies read, and its
+// trailers carry the rate-limit fields that httplimit sends as headers, under
+// the same names in lower case:
 //
 //	ratelimit-policy: "name";q=5;w=60
 //	ratelimit: "name";r=0;t=12
@@ -34,9 +36,21 @@
 // (ringlimit.ErrClosed, say) with codes.Unavailable, or passes with
 // WithFailOpen. Neither status reveals the underlying error.
 //
+// # Metrics
+//
+// Register exports an Interceptor's counters to Prometheus, as package
+// metrics exports an httplimit.Middleware's, under ringlimit_grpc_ names:
+// ringlimit_grpc_requests_total{rule,result} and
+// ringlimit_grpc_near_limit_total{rule} per rule, and the calls without a
+// key, those the limiter could not decide, and those whose deadline ended
+// in a leaky bucket's delay. The node's series come from metrics.Register.
+//
 // # Client
 //
 // UnaryClientInterceptor and StreamClientInterceptor call a Waiter's WaitN
 // before each call, so that a client of a fleet sends no faster than the
-// fleet's limit allows, instead of being refused.
+// fleet's limit allows, instead of being refused. A call waits for its
+// turn as long as its context allows and at most DefaultMaxWait (30 s;
+// WithMaxWait sets another bound, or none): a turn further off fails at
+// once, consuming nothing.
 package grpclimit

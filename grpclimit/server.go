@@ -4,13 +4,16 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/ringlimit/ringlimit"
 	"github.com/ringlimit/ringlimit/httplimit"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // Option configures an Interceptor.
@@ -69,8 +72,9 @@ func New(limiter ringlimit.Limiter, opts ...Option) *Interceptor {
 	}
 	hopts = append(hopts,
 		httplimit.WithHeaderStyle(httplimit.HeadersDraft11),
-		httplimit.WithDenied(func(w http.ResponseWriter, _ *http.Request, _ ringlimit.Decision) {
-			w.(*outcome).denied = true
+		httplimit.WithDenied(func(w http.ResponseWriter, _ *http.Request, d ringlimit.Decision) {
+			o := w.(*outcome)
+			o.denied, o.retry = true, d.RetryAfter
 		}),
 		httplimit.WithKeyError(func(w http.ResponseWriter, _ *http.Request, _ error) {
 			w.(*outcome).noKey = true
@@ -134,7 +138,7 @@ func (i *Interceptor) decide(ctx context.Context, fullMethod string) (metadata.M
 	case o.passed:
 		return md, nil
 	case o.denied:
-		return md, status.Error(codes.ResourceExhausted, "rate limit exceeded")
+		return md, exhausted(o.retry)
 	case o.noKey:
 		return nil, status.Error(codes.InvalidArgument, "cannot identify the client for rate limiting")
 	case o.code == http.StatusServiceUnavailable: // a leaky bucket's delay outlasted the call's deadline
@@ -142,6 +146,19 @@ func (i *Interceptor) decide(ctx context.Context, fullMethod string) (metadata.M
 	default: // the limiter failed (a 500)
 		return nil, status.Error(codes.Unavailable, "rate limiter unavailable")
 	}
+}
+
+// exhausted is the status of a call over its limit: ResourceExhausted with
+// a google.rpc.RetryInfo detail whose retry_delay is when the call could
+// next pass (the denying decision's RetryAfter), which gRPC clients and
+// retry policies read. The same time is in the retry-after trailer, in
+// whole seconds.
+func exhausted(retry time.Duration) error {
+	st := status.New(codes.ResourceExhausted, "rate limit exceeded")
+	if withInfo, err := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(max(retry, 0))}); err == nil {
+		st = withInfo
+	}
+	return st.Err()
 }
 
 // fieldNames are the headers httplimit sets that go into metadata: their
@@ -177,6 +194,7 @@ type outcome struct {
 	h                     http.Header
 	code                  int
 	passed, denied, noKey bool
+	retry                 time.Duration // a denial's RetryAfter
 }
 
 func (o *outcome) Header() http.Header { return o.h }
