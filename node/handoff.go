@@ -267,7 +267,7 @@ func (n *Node) push(to string, items []pushItem) {
 					n.trace("pushed", "key", it.key, "to", to, "refused", refusedAll || res.State[i] != 0)
 				}
 				if !refusedAll && res.State[i] == 0 {
-					o.core.Confirmed(it.key, to)
+					o.core.Confirmed(it.key, to, it.ver)
 					n.stats.handedOff.Add(1)
 					continue
 				}
@@ -483,7 +483,7 @@ func (n *Node) drivePull(key string, h uint64, a hold.Action) {
 			}
 			if act.Install && act.St == nil {
 				// The member drops the copy it kept for this node.
-				n.holdCall(from, &holdMsg{kind: holdConfirm, from: n.name, items: []pushItem{{key: key}}}, 0)
+				n.holdCall(from, &holdMsg{kind: holdConfirm, from: n.name, items: []pushItem{{key: key, ver: ans.Ver}}}, 0)
 			}
 			if act.Drop != "" {
 				// Given up on: a state it gave in an answer that never came
@@ -726,7 +726,7 @@ func (n *Node) serveHold(items []peer.Item) peer.Result {
 	case holdConfirm:
 		o.begin()
 		for _, it := range m.items {
-			o.core.Confirmed(it.key, m.from)
+			o.core.Confirmed(it.key, m.from, it.ver)
 		}
 		o.end()
 	case holdDrop:
@@ -745,6 +745,12 @@ func (n *Node) serveHold(items []peer.Item) peer.Result {
 			}
 		}
 		o.end()
+	case holdSettle:
+		// A word, not an event: nothing changes here.
+		o.mu.Lock()
+		w := settleWord{idle: o.core.ViewID() == m.viewID && n.idleLocked(), arrivals: o.core.Arrivals()}
+		o.mu.Unlock()
+		return peer.Result{State: appendSettleWord(nil, w)}
 	case holdDone:
 		o.begin()
 		clean, known := o.core.Done(m.from, m.viewID)

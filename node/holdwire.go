@@ -18,10 +18,16 @@ import (
 //	header:  key holdMagic | value: kind u8 | from (u8 length | bytes) | view id u64
 //	pull:    one item: key | want inc u64 | gone inc u64 | gone (u8 length | bytes) | path count u8 | path names (u8 length | bytes)…
 //	push:    items: key | inc u64 | version | state (encodeState)
-//	confirm: items: key (value empty)
+//	confirm: items: key | version of the state confirmed (a node of the
+//	         release before sends the value empty, and refuses a confirm
+//	         with a version: its copy stays until it is asked for it)
 //	done:    no items: the header's view id is the view the sender is clean in
 //	drop:    items: key (value empty): the sender gave up its pull of the key
 //	         from the receiver (a node of the release before refuses it)
+//	settle:  no items: the sender asks for the receiver's word on the view
+//	         (hold.Core.Settle); the answer, in Result.State, is
+//	         idle u8 (1: Idle in that view, pushes confirmed) | arrivals u64
+//	         (a node of the release before refuses it: no word)
 //
 // A version is epoch u64 | seq u64 | origins 3 × u64 (little endian, like
 // every number here). A pull's answer travels in Result.State:
@@ -47,7 +53,8 @@ const (
 	holdConfirm
 	holdDone
 	holdDrop
-	lastHoldKind = holdDrop
+	holdSettle
+	lastHoldKind = holdSettle
 )
 
 // holdMsg is one decoded hand-off message.
@@ -141,7 +148,11 @@ func holdRequest(m *holdMsg) *peer.Request {
 			v = append(v, encodeState(it.st)...)
 			items = append(items, peer.Item{Key: it.key, Value: v})
 		}
-	case holdConfirm, holdDrop:
+	case holdConfirm:
+		for _, it := range m.items {
+			items = append(items, peer.Item{Key: it.key, Value: appendVersion(nil, it.ver)})
+		}
+	case holdDrop:
 		for _, it := range m.items {
 			items = append(items, peer.Item{Key: it.key})
 		}
@@ -213,19 +224,55 @@ func parseHold(items []peer.Item) (holdMsg, error) {
 			p.st = st
 			m.items = append(m.items, p)
 		}
-	case holdConfirm, holdDrop:
+	case holdConfirm:
+		for _, it := range items {
+			p := pushItem{key: it.Key}
+			if ringlimit.ValidateKey(it.Key) != nil || len(it.Value) != 0 && len(it.Value) != versionLen {
+				return bad("confirm item")
+			}
+			if len(it.Value) != 0 {
+				p.ver, _, _ = readVersion(it.Value)
+			}
+			m.items = append(m.items, p)
+		}
+	case holdDrop:
 		for _, it := range items {
 			if ringlimit.ValidateKey(it.Key) != nil || len(it.Value) != 0 {
-				return bad("confirm or drop item")
+				return bad("drop item")
 			}
 			m.items = append(m.items, pushItem{key: it.Key})
 		}
-	case holdDone:
+	case holdDone, holdSettle:
 		if len(items) != 0 {
-			return bad("done with items")
+			return bad("done or settle with items")
 		}
 	}
 	return m, nil
+}
+
+// settleWord is a member's answer to a settle message: whether it is Idle
+// in the view asked about (with its pushes confirmed), and its core's
+// Arrivals.
+type settleWord struct {
+	idle     bool
+	arrivals uint64
+}
+
+func appendSettleWord(b []byte, w settleWord) []byte {
+	idle := byte(0)
+	if w.idle {
+		idle = 1
+	}
+	return binary.LittleEndian.AppendUint64(append(b, idle), w.arrivals)
+}
+
+// parseSettleWord decodes a settle message's answer. Anything but the
+// exact shape is an error (the asker takes it for no word).
+func parseSettleWord(b []byte) (settleWord, error) {
+	if len(b) != 9 || b[0] > 1 {
+		return settleWord{}, fmt.Errorf("%w: settle answer of %d bytes", errHoldMsg, len(b))
+	}
+	return settleWord{idle: b[0] == 1, arrivals: binary.LittleEndian.Uint64(b[1:])}, nil
 }
 
 // appendAnswer encodes a pull's answer.

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"errors"
 	"reflect"
 	"testing"
@@ -18,9 +19,10 @@ func holdMessages() []*holdMsg {
 		{kind: holdPull, from: "n1", viewID: 9, key: "user:1", want: 5, gone: "n3", goneInc: 6, path: []string{"n2", "n4"}},
 		{kind: holdPull, from: "n1", viewID: 9, key: "k", path: []string{}},
 		{kind: holdPush, from: "n2", viewID: 9, items: []pushItem{{key: "a", st: st, ver: ver, inc: 4}, {key: "b", st: st, ver: ver}}},
-		{kind: holdConfirm, from: "n2", viewID: 9, items: []pushItem{{key: "a"}, {key: "b"}}},
+		{kind: holdConfirm, from: "n2", viewID: 9, items: []pushItem{{key: "a", ver: ver}, {key: "b"}}},
 		{kind: holdDone, from: "n3", viewID: 11},
 		{kind: holdDrop, from: "n4", viewID: 12, items: []pushItem{{key: "c"}}},
+		{kind: holdSettle, from: "n5", viewID: 13},
 	}
 }
 
@@ -133,4 +135,36 @@ func TestDoneKeptOnlyWhenSaid(t *testing.T) {
 			t.Errorf("doneKept(%v, %v) = %v, want %v", tc.res.State, tc.err, got, tc.kept)
 		}
 	}
+}
+
+// A settle's answer parses back to what was said; anything else is no
+// word: an empty answer (a node of the release before), a short or long
+// one, an idle byte that is not 0 or 1.
+func TestSettleWord(t *testing.T) {
+	for _, w := range []settleWord{{idle: true, arrivals: 1 << 40}, {arrivals: 3}, {}} {
+		got, err := parseSettleWord(appendSettleWord(nil, w))
+		if err != nil || got != w {
+			t.Fatalf("%+v parsed as %+v, %v", w, got, err)
+		}
+	}
+	good := appendSettleWord(nil, settleWord{idle: true, arrivals: 9})
+	for _, b := range [][]byte{nil, good[:8], append(good, 0), append([]byte{2}, good[1:]...)} {
+		if w, err := parseSettleWord(b); !errors.Is(err, errHoldMsg) {
+			t.Errorf("%x parsed as %+v, %v", b, w, err)
+		}
+	}
+}
+
+func FuzzParseSettleWord(f *testing.F) {
+	f.Add(appendSettleWord(nil, settleWord{idle: true, arrivals: 5}))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		w, err := parseSettleWord(b)
+		if err != nil {
+			return
+		}
+		if !bytes.Equal(appendSettleWord(nil, w), b) {
+			t.Fatalf("%x parsed as %+v, which is %x", b, w, appendSettleWord(nil, w))
+		}
+	})
 }

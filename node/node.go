@@ -61,6 +61,7 @@ type Node struct {
 	bgMu       sync.Mutex     // orders starting pulls with Close
 	bg         sync.WaitGroup // the pulls in flight
 	bgOff      bool           // closing: no new pull goroutine
+	settling   bool           // a settle runs (settle.go; under own.mu)
 	// recallAnswered, if set (tests), runs before this node answers a
 	// recall of a lease it held, with what the lease had left.
 	recallAnswered func(left int64)

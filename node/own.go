@@ -63,6 +63,12 @@ type owner struct {
 	doneAcked map[string]bool // the members that kept this node's Done for doneView
 	pushFail  bool            // a push of this view could not be delivered: no Done for it
 	outbox    map[string][]pushItem
+
+	// settle.go: the view the next try is for, when it is due, and the
+	// wait after it.
+	settleView uint64
+	settleNext time.Time
+	settleWait time.Duration
 }
 
 // parked is the calls waiting on one key's pull.

@@ -98,13 +98,15 @@ type Stats struct {
 	// deciding.)
 	Changing bool
 	// Sources is the ring changes not resolved yet; Resolved counts those
-	// resolved by every member's Done. Marks is the keys this node gave
-	// away whose marks it keeps (it sends their calls on); MarksDropped
-	// counts those dropped past the bound. BadHandoffs counts hand-off
-	// messages from peers that did not parse (refused whole).
-	Sources, Marks         int
-	Resolved, MarksDropped uint64
-	BadHandoffs            uint64
+	// resolved by every member's Done, and Settled those of them settled
+	// by asking every member for its word, twice (their Done waited on
+	// each other: see settle.go). Marks is the keys this node gave away
+	// whose marks it keeps (it sends their calls on); MarksDropped counts
+	// those dropped past the bound. BadHandoffs counts hand-off messages
+	// from peers that did not parse (refused whole).
+	Sources, Marks                  int
+	Resolved, Settled, MarksDropped uint64
+	BadHandoffs                     uint64
 }
 
 // PeerStats are the peer link's counters: the listener's connections and
@@ -168,7 +170,7 @@ func (n *Node) Stats() Stats {
 	n.own.mu.Lock()
 	s.Changing = n.changingLocked()
 	s.Sources, s.Marks = n.own.core.Sources(), n.own.core.Marks()
-	s.Resolved, s.MarksDropped = n.own.core.Resolved, n.own.core.MarksDropped
+	s.Resolved, s.Settled, s.MarksDropped = n.own.core.Resolved, n.own.core.Settles, n.own.core.MarksDropped
 	n.own.mu.Unlock()
 	ps := n.server.Stats()
 	s.Peer = PeerStats{Conns: ps.Conns, Handshakes: ps.Handshakes, RefusedCap: ps.RefusedCap,

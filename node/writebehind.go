@@ -58,6 +58,7 @@ func (n *Node) run() {
 		n.warn.Flush(false) // summaries of repeated warnings whose interval is over
 		n.sweepLeases()
 		n.retryDone()
+		n.maybeSettle()
 		if n.states == nil || n.cfg.WriteBehind < 0 || n.closed.Load() {
 			continue
 		}

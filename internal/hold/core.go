@@ -167,6 +167,11 @@ type Core struct {
 	Forgotten uint64
 	// Resolved counts the ring changes resolved by the members' Done.
 	Resolved uint64
+	// Settles counts the ring changes resolved by Settle.
+	Settles uint64
+	// arrivals counts the events that may have brought a state here (see
+	// Arrivals).
+	arrivals uint64
 	// MarksDropped counts the marks dropped past maxMarks (see dropMark):
 	// a key of one may be started by a member that asks this node about
 	// it (the bound is stated where the shell sets it).
@@ -285,7 +290,10 @@ func (c *Core) otherIn(v, withoutSelf View) bool { return withoutSelf.OwnerOfHas
 // ring, or in the ring without this node while it leaves.
 func (c *Core) Owner(h uint64) string {
 	if c.leaving != nil {
-		return c.leaving.OwnerOfHash(h)
+		if o := c.leaving.OwnerOfHash(h); o != "" {
+			return o
+		}
+		return c.self // the last member of its view
 	}
 	if c.view == nil {
 		return c.self
@@ -340,11 +348,14 @@ func (c *Core) Call(k Call) Action {
 		return c.away(k, m.to)
 	}
 	if c.leaving != nil {
-		to := c.leaving.OwnerOfHash(k.Hash)
-		if to == "" || to == c.self {
-			return Action{Kind: Decide} // the last member
+		if to := c.leaving.OwnerOfHash(k.Hash); to != "" && to != c.self {
+			return c.away(k, to)
 		}
-		return c.away(k, to)
+		// The last member of its view: it decides the key, but only once
+		// it has asked where the state may be, as any member does. (It
+		// once decided at once: a leaver whose view had lost the others,
+		// leavers too or thought dead, started a key a member it thought
+		// dead still held, classic seeds 6188 and 6839.)
 	}
 	if f := c.pulls[k.Key]; f != nil {
 		return Action{Kind: Wait}

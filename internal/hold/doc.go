@@ -30,6 +30,16 @@
 //     member of the change that has not said Done: a false death can leave
 //     a state with a member the ring never gave the key. Nothing from it,
 //     or no answer, and the key starts here.
+//   - Done waits on Clean, and Clean on the others' Done: when views change
+//     faster than a round of Done, members wait on each other for good. A
+//     member with changes open and nothing on its way then asks every
+//     other member of its view for its word (Idle, and its Arrivals),
+//     twice; if every word held both times and no count moved, no state of
+//     a key is anywhere but with its owner, or on its way, and Settle
+//     resolves the changes (push.go states why). A member the view no
+//     longer has, or has under another incarnation, is not asked: a change
+//     that waits on the first is not settled (it may still hold what it
+//     held); the second's predecessor is gone.
 //   - A pull is answered with the state (which leaves the answerer with a
 //     copy kept until the taker confirms, so an answer lost or late loses
 //     nothing), with "moved to X" (a mark; also while a push of the state
@@ -124,6 +134,11 @@
 //   - Done once per view, when the shell's pushes are confirmed and Clean
 //     holds. View ids must differ when a member restarts (they include the
 //     incarnations).
+//   - A settle's word is Idle and every push confirmed, in the view asked
+//     about, with Arrivals; the second round starts only once every answer
+//     of the first came, and Settle is called under the lock only if this
+//     node's own word held at the start of the first round and at the end
+//     of the second.
 //
 // Nothing here waits for a timer: a busy machine delays the events, and the
 // order of events is all the protocol depends on. The deterministic

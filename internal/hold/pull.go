@@ -63,6 +63,7 @@ const maxPullTries = 3
 // one that came back while the pull was out ends it, and the calls are
 // decided here. Install over a held state means merging the two.
 func (c *Core) Pulled(key string, h uint64, from string, a Answer, held *Version, now int64) Action {
+	c.arrivals++
 	f := c.pulls[key]
 	act := c.pulled(key, h, from, a, held, now, f)
 	if f != nil && a.Kind == Unreachable && !(act.Kind == Pull && act.To == from) && !act.Install {
@@ -84,7 +85,7 @@ func (c *Core) pulled(key string, h uint64, from string, a Answer, held *Version
 		return Action{Kind: Decide, Install: got && !held.Covers(a.Ver)}
 	}
 	if c.leaving != nil {
-		if f != nil && c.alive(from, a) {
+		if f != nil && c.alive(from, f.inc, a) {
 			// A leaver's pull waits for a live member as any pull does:
 			// given up, the member would take back what it gave in an
 			// answer still on its way (Drop), while the member this node
@@ -180,7 +181,7 @@ func (c *Core) pulled(key string, h uint64, from string, a Answer, held *Version
 			f.tries, f.inc = 0, 0
 			return Action{Kind: Pull, To: by, Gone: gone, GoneInc: inc}
 		}
-		live := c.alive(from, a)
+		live := c.alive(from, f.inc, a)
 		if m := c.marks[key]; m != nil && m.to == from && m.copy != nil && !m.served && (a.Kind == Gone || f.tries >= maxPullTries-1 && !live) {
 			// This node pushed the state to from, which is gone (or
 			// cannot be reached) before it confirmed: the copy is the
@@ -261,7 +262,18 @@ func (c *Core) pulled(key string, h uint64, from string, a Answer, held *Version
 // the failure detector still has alive: in this node's view, or a leaver
 // still in the membership (Answer.Leaving). Such a member is asked again,
 // never given up (unless the shell stops).
-func (c *Core) alive(from string, a Answer) bool {
+//
+// The view must have the incarnation asked for (inc, 0 if any): a member
+// that restarted under its name is another member, and its predecessor,
+// which the pull asked, is gone. (Without it, a pull of a crashed member's
+// key asked its gone incarnation for good once the view had its successor:
+// stress seed 14412's calls were never answered.)
+func (c *Core) alive(from string, inc uint64, a Answer) bool {
+	if inc != 0 && c.inView(from) && !a.Leaving {
+		if in := incOf(c.view, from); in != 0 && in != inc {
+			return false
+		}
+	}
 	return a.Kind == Unreachable && (c.inView(from) || a.Leaving) && !c.stopped && c.bugs&bugGiveUpLive == 0
 }
 
@@ -340,6 +352,7 @@ func (c *Core) Stray(h uint64) string {
 // Action.Cleared), "" if this node's claim stood: the calls then go
 // there, asked as a source, instead.
 func (c *Core) Loaded(key string, claimant string, inc uint64) Action {
+	c.arrivals++
 	f := c.pulls[key]
 	if f == nil {
 		return Action{Kind: Decide}

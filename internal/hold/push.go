@@ -51,6 +51,7 @@ func (c *Core) GaveInAnswer(key, to string, ver Version, copy *ringlimit.State, 
 // install, if the mark still holds one for asker and no push of it is on
 // its way.
 func (c *Core) Dropped(key, asker string) (*ringlimit.State, Version, bool) {
+	c.arrivals++
 	m := c.marks[key]
 	if m == nil || m.to != asker || m.copy == nil || m.pushed {
 		return nil, Version{}, false
@@ -105,11 +106,24 @@ func (c *Core) Unconfirmed() int {
 	return n
 }
 
-// Confirmed records that the member to installed the state pushed to it.
-func (c *Core) Confirmed(key, to string) {
-	if m := c.marks[key]; m != nil && (m.to == to || c.bugs&bugConfirmAnyone != 0) {
-		m.copy = nil
+// Confirmed records that the member to installed the state given to it
+// (pushed, or in a pull's answer) with the version ver. A confirm of an
+// earlier hand-over of the key to the same member (late: the state came
+// back and went there again since) confirms nothing: its copy is the
+// state until the later one is confirmed or taken back. (A pull's confirm,
+// late, once cleared the copy of a push that was then refused: the state
+// was lost, and the key started again from the store, stress seed 5157.)
+// The zero ver is a confirm that does not say (from a node of the release
+// before): it confirms only a state given in an answer.
+func (c *Core) Confirmed(key, to string, ver Version) {
+	m := c.marks[key]
+	if m == nil {
+		return
 	}
+	if c.bugs&bugConfirmAnyone == 0 && (m.to != to || ver == (Version{}) && !m.served || ver != (Version{}) && ver != m.ver) {
+		return
+	}
+	m.copy = nil
 }
 
 // TakeBack undoes a push that could not be delivered: it returns the copy
@@ -117,6 +131,7 @@ func (c *Core) Confirmed(key, to string) {
 // A pull of the key on its way ends: the state is here again (the shell
 // decides the calls that waited for it).
 func (c *Core) TakeBack(key, to string) (*ringlimit.State, Version, bool) {
+	c.arrivals++
 	m := c.marks[key]
 	if m == nil || m.to != to || m.copy == nil || m.served {
 		// (A copy served in a pull's answer may be installed at to even
@@ -147,6 +162,7 @@ type Arrival struct {
 // A node that leaves refuses every state (refused): its sender keeps it
 // (TakeBack), since what arrives now could stay behind.
 func (c *Core) Arrived(a Arrival) (install bool, on string, refused bool) {
+	c.arrivals++
 	if a.Inc != 0 && a.Inc != c.Inc && c.bugs&bugPushAcrossInc == 0 {
 		// Meant for an earlier incarnation of this node, which is gone:
 		// the sender keeps it (it may have taken its copy back already).
@@ -310,4 +326,104 @@ func (c *Core) ChangingSince(after int64) bool {
 		}
 	}
 	return false
+}
+
+// Settling: a ring change whose members wait on each other's Done.
+//
+// A member says Done only once it is Clean, and it is Clean only once its
+// older changes are resolved by the others' Done: when views change faster
+// than a round of Done (a join right after a join, a rolling restart), every
+// member can end up waiting on another, and the changes stay open until
+// they expire. Done is more than is needed here: it says that the sender
+// expects nothing from anyone. What a change waits for is that no state of
+// the keys it moved is held, or on its way, anywhere among its members.
+//
+// Settle resolves the changes by asking exactly that, of every member of
+// the view, twice. The shell of a node that is Idle (and whose pushes are
+// all confirmed) asks every other member of its view for its word: Idle in
+// the same view, pushes confirmed, and its Arrivals count. Once every
+// member has said so, it asks them all again (the second round starts only
+// after every answer of the first came); if every member is still Idle in
+// that view and no member's Arrivals changed, including its own, the shell
+// calls Settle. Why that is enough:
+//
+//   - At its first word, no member holds the state of a key another member
+//     owns (its pushes are confirmed, and it answers no pull with one it
+//     has not been confirmed), and nothing it sent is on its way.
+//   - Suppose a state arrives at some member after its first word; take
+//     the earliest such arrival, at Y from Z. If Z sent it before its own
+//     first word, Z's pushes were confirmed by then, so it reached Y before
+//     Z's first word, which came before Y's second: Y's count changed
+//     between its words. If Z sent it after its first word, Z held it
+//     after that word and not at it, so it arrived at Z after Z's first
+//     word: an earlier such arrival. Either way a count changed, or the
+//     arrival is not the earliest: so with no count changed, no state
+//     arrived anywhere after a first word, and none will (the same argument,
+//     for an arrival after a second word).
+//   - So no member holds, or will receive, a state of a key it does not own
+//     in the view: every change's question of its live members is answered.
+//
+// It takes every member of the view being Idle: a change that waits on a
+// member the view no longer has, or has under another incarnation, is not
+// settled this way (that member may still hold what it held), and its
+// members are not Idle.
+
+// Arrivals counts the events that may have brought a state to this node:
+// pushes that arrived, pulls' answers, loads, states taken back or coming
+// back from an asker that gave up. (It counts events, not states: an
+// event that brought nothing still counts, which only makes Settle wait.)
+func (c *Core) Arrivals() uint64 { return c.arrivals }
+
+// Idle reports whether this node has nothing on its way and holds nothing
+// for the others, as far as the core knows: no pull on its way, not
+// leaving, no state given away unconfirmed, and every ring change still
+// open waits only on members that the view has, under the incarnation the
+// change saw. The shell adds its own part: every push confirmed.
+//
+// It visits every mark: the shell asks it when a member asks, not per call.
+func (c *Core) Idle() bool {
+	if len(c.pulls) > 0 || c.leaving != nil || c.view == nil || c.Unconfirmed() > 0 {
+		return false
+	}
+	for _, s := range c.srcs {
+		for _, m := range s.prev.Members() {
+			if m == c.self || s.done[m] {
+				continue
+			}
+			if !c.inView(m) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Settle resolves every open ring change, once the shell has found every
+// member of the view viewID Idle twice with no arrival between (see above).
+// It reports whether this node became Clean by it (the shell then says
+// Done). A view that is not the current one, or a node that is not Idle,
+// settles nothing.
+func (c *Core) Settle(viewID uint64) (becameClean bool) {
+	if viewID != c.viewID || !c.Idle() || len(c.srcs) == 0 {
+		return false
+	}
+	for _, s := range c.srcs {
+		for _, m := range s.prev.Members() {
+			if m != c.self && c.inView(m) {
+				s.done[m] = true
+			}
+		}
+	}
+	kept := c.srcs[:0]
+	for _, s := range c.srcs {
+		if !c.resolved(s) {
+			kept = append(kept, s)
+		} else {
+			c.Resolved++
+			c.Settles++
+		}
+	}
+	clear(c.srcs[len(kept):])
+	c.srcs = kept
+	return c.Clean()
 }

@@ -13,14 +13,15 @@ import (
 )
 
 var (
-	simSeed   = flag.Uint64("sim.seed", 0, "replay the one schedule of this seed, with its trace")
-	simRuns   = flag.Int("sim.n", 0, "seeds to run, each classic, swarm and stress (0: the default for the build)")
-	simLong   = flag.Bool("sim.long", false, "a long search: 100,002 schedules (33,334 seeds, each classic, swarm and stress)")
-	simFirst  = flag.Uint64("sim.first", 1, "the first seed")
-	simSwarm  = flag.Bool("sim.swarm", false, "with -sim.seed: replay the seed's swarm schedule, not its classic one")
-	simStress = flag.Bool("sim.stress", false, "with -sim.seed: replay the seed's stress schedule")
-	simBug    = flag.String("sim.bug", "", "TestSimulationMutations: only the planted bugs whose name contains this; with -sim.seed: replay the schedule with the first such bug planted")
-	simKinds  = flag.Uint("sim.faults", allFaults, "the kinds of fault drawn, a bit each: 1 join, 2 leave (or restart), 4 crash, 8 false death, 16 partition, 32 dropped connection, 64 pause")
+	simSeed     = flag.Uint64("sim.seed", 0, "replay the one schedule of this seed, with its trace")
+	simRuns     = flag.Int("sim.n", 0, "seeds to run, each classic, swarm and stress (0: the default for the build)")
+	simLong     = flag.Bool("sim.long", false, "a long search: 100,002 schedules (33,334 seeds, each classic, swarm and stress)")
+	simFirst    = flag.Uint64("sim.first", 1, "the first seed")
+	simSwarm    = flag.Bool("sim.swarm", false, "with -sim.seed: replay the seed's swarm schedule, not its classic one")
+	simStress   = flag.Bool("sim.stress", false, "with -sim.seed: replay the seed's stress schedule")
+	simBug      = flag.String("sim.bug", "", "TestSimulationMutations: only the planted bugs whose name contains this; with -sim.seed: replay the schedule with the first such bug planted")
+	simNoSettle = flag.Bool("sim.nosettle", false, "the shell asks for settles but never settles (to tell a violation Settle causes from one it only moves: the schedule is the same up to the first settle)")
+	simKinds    = flag.Uint("sim.faults", allFaults, "the kinds of fault drawn, a bit each: 1 join, 2 leave (or restart), 4 crash, 8 false death, 16 partition, 32 dropped connection, 64 pause")
 )
 
 // result is what one schedule found.
@@ -615,6 +616,9 @@ func TestSimulationRegressions(t *testing.T) {
 		{28269, classicSchedule},                         // a stopped leaver that a late gossip still named was asked for ever (a leaver the membership has is asked again; node's refused port drops one whose process is gone)
 		{14017, classicSchedule},                         // the simulator's write-behind stopped at end+500 ms while calls went on: the store tier decided them from a stale copy
 		{14259, stressSchedule}, {31415, stressSchedule}, // the same stale store, after the write-behind stopped
+		{5157, stressSchedule},                           // a pull's confirm came late and cleared the copy of a later push to the same member, which refused it: the state was lost
+		{14412, classicSchedule},                         // a pull asked a crashed member's incarnation for good, once the view had its successor: calls never answered
+		{6188, classicSchedule}, {6839, classicSchedule}, // a leaver whose view had lost the others (leavers, or thought dead) decided as the last member without asking where the state was
 	} {
 		if _, r := runKind(x.seed, x.kind, 0, allFaults, false); len(r.violations) > 0 {
 			t.Errorf("seed %d (kind %d): %s", x.seed, x.kind, strings.Join(r.violations, "; "))

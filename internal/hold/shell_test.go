@@ -96,7 +96,7 @@ func (s *sim) push(n *snode, to string, items []pushed, try int) {
 			}
 			for _, it := range items {
 				if !slices.ContainsFunc(refused, func(r pushed) bool { return r.key == it.key }) {
-					n.core.Confirmed(it.key, to)
+					n.core.Confirmed(it.key, to, it.ver)
 				}
 			}
 			for _, it := range refused {
@@ -577,10 +577,10 @@ func (s *sim) pulled(n *snode, key, from string, a Answer) {
 		// after what the pull's end set off (the calls decided, the state
 		// pushed on, perhaps back to that member): the confirm may come
 		// after the state did, and after the member gave it on again.
-		me := n.name
+		me, ver := n.name, a.Ver
 		s.send(me, from, func() {
 			s.logf("%s hears %s confirm %s", from, me, key)
-			s.nodes[from].core.Confirmed(key, me)
+			s.nodes[from].core.Confirmed(key, me, ver)
 		})
 	}
 }
@@ -790,4 +790,115 @@ func splitmix(x uint64) uint64 {
 	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
 	x = (x ^ x>>27) * 0x94d049bb133111eb
 	return x ^ x>>31
+}
+
+// --- settling (Core.Settle) -------------------------------------------
+
+// maxSettleTries bounds the rounds a node tries for one view: node tries
+// again every little while as long as a change stays open; here the
+// schedule must end.
+const maxSettleTries = 30
+
+// simIdle is a member's word for Settle: its core is Idle and its pushes
+// are confirmed.
+func simIdle(n *snode) bool {
+	return n.alive && n.pushes == 0 && !n.pushFail && n.core.Idle()
+}
+
+// scheduleSettle has n try, a moment from now, to settle the ring changes
+// it still has open (see Core.Settle), unless its view changed meanwhile.
+func (s *sim) scheduleSettle(n *snode, tries int) {
+	if tries >= maxSettleTries {
+		return
+	}
+	inc, id := n.inc, n.core.ViewID()
+	s.at(s.now+s.rnd(50*ms, 300*ms), func() {
+		if !n.alive || n.inc != inc || n.core.ViewID() != id || n.core.Sources() == 0 {
+			return
+		}
+		if n.paused > s.now {
+			s.at(n.paused, func() { s.scheduleSettle(n, tries) })
+			return
+		}
+		s.settleRound(n, inc, id, nil, tries)
+	})
+}
+
+// settleRound asks every other member of n's view for its word: Idle in
+// the view id, and its Arrivals. first is nil in the first round, else the
+// counts the first round found; the second round settles if every word is
+// the same.
+func (s *sim) settleRound(n *snode, inc int, id uint64, first map[string]uint64, tries int) {
+	retry := func() { s.scheduleSettle(n, tries+1) }
+	if !simIdle(n) || first != nil && first[n.name] != n.core.Arrivals() {
+		retry()
+		return
+	}
+	counts := map[string]uint64{n.name: n.core.Arrivals()}
+	var others []string
+	for _, m := range n.view {
+		if m != n.name {
+			others = append(others, m)
+		}
+	}
+	waiting, over := len(others), false
+	end := func() {
+		if n.inc != inc || !n.alive || n.core.ViewID() != id || !simIdle(n) {
+			retry()
+			return
+		}
+		if first == nil {
+			s.settleRound(n, inc, id, counts, tries)
+			return
+		}
+		if n.core.Arrivals() != first[n.name] {
+			retry()
+			return
+		}
+		if *simNoSettle {
+			s.logf("%s would settle view %d", n.name, id)
+			return
+		}
+		before := n.core.Sources()
+		clean := n.core.Settle(id)
+		s.logf("%s settles view %d: %d changes open before, %d after", n.name, id, before, n.core.Sources())
+		if clean {
+			s.maybeDone(n)
+		}
+	}
+	if waiting == 0 {
+		end()
+		return
+	}
+	// A word lost on the way ends the round: it is tried again.
+	s.at(s.now+500*ms, func() {
+		if !over && waiting > 0 {
+			over = true
+			if n.inc == inc && n.alive {
+				retry()
+			}
+		}
+	})
+	for _, m := range others {
+		s.send(n.name, m, func() {
+			t := s.nodes[m]
+			ok := simIdle(t) && t.core.ViewID() == id
+			cnt := t.core.Arrivals()
+			s.send(m, n.name, func() {
+				if over || n.inc != inc {
+					return
+				}
+				if !ok || first != nil && first[m] != cnt {
+					over = true
+					retry()
+					return
+				}
+				counts[m] = cnt
+				if waiting--; waiting == 0 {
+					over = true
+					end()
+				}
+			})
+		})
+	}
 }

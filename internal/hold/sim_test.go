@@ -399,6 +399,7 @@ func (s *sim) setView(name string, inc int, v []string) {
 	nv := s.newRing(v)
 	n.core.SetView(nv, s.newRing(without(v, name)), viewID(nv), s.nodeNow(n))
 	s.pushAll(n)
+	s.scheduleSettle(n, 0)
 	if !was && n.core.Joined() {
 		for _, key := range sortedKeys(n.waiting) {
 			s.again(n, key)
