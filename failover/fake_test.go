@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	"github.com/ringlimit/ringlimit"
+	"github.com/ringlimit/ringlimit/failover"
 )
 
 // fake is a primary whose behaviour a test sets: it answers, fails with err,
@@ -89,4 +91,26 @@ func eventually(d time.Duration, cond func() bool) bool {
 		}
 		time.Sleep(time.Millisecond) // a polling interval, not a wait for an event
 	}
+}
+
+// stalls measures how long this process is descheduled while a test runs
+// (a failover.Lag, fed every millisecond), so that a test of a time bound
+// takes out of a call's measured time what the process did not run: on two
+// cores beside busy loops a goroutine that has its answer may wait 100 ms
+// and more for a CPU, and no code of the Limiter runs meanwhile. It stops
+// when the test ends.
+func stalls(t *testing.T) *failover.Lag {
+	t.Helper()
+	lag := &failover.Lag{}
+	lctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		lag.Run(lctx, time.Millisecond)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return lag
 }
