@@ -284,8 +284,19 @@ func TestHangServerUnderLoad(t *testing.T) {
 // decisions come from the store again.
 func TestRestartServer(t *testing.T) {
 	r := newRig(t)
-	if d, err := r.l.AllowN(ctx, "k", generous, 1); err != nil || d.Source != ringlimit.Store {
-		t.Fatalf("healthy: %+v, %v", d, err)
+	// Healthy: the store decides. (The first call dials and loads the
+	// scripts, which can outlast the 50 ms timeout on a busy machine: it
+	// falls back, as it should.)
+	var first ringlimit.Decision
+	if !eventually(5*time.Second, func() bool {
+		d, err := r.l.AllowN(ctx, "k", generous, 1)
+		if err != nil {
+			t.Fatalf("healthy: %v", err)
+		}
+		first = d
+		return d.Source == ringlimit.Store
+	}) {
+		t.Fatalf("healthy: no store decision within 5s; last %+v", first)
 	}
 	r.srv.Kill()
 	if !eventually(5*time.Second, func() bool {

@@ -35,7 +35,8 @@ func TestRollingRestartSettles(t *testing.T) {
 			call()
 		}
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	restarted := time.Now()
+	deadline := restarted.Add(20 * time.Second)
 	for {
 		open := 0
 		for _, nd := range c.Nodes {
@@ -55,6 +56,7 @@ func TestRollingRestartSettles(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond) // polling, with a deadline
 	}
+	t.Logf("every change resolved %v after the last restart", time.Since(restarted).Round(time.Millisecond))
 	for _, nd := range c.Nodes {
 		s := nd.Stats()
 		t.Logf("%s: resolved %d (settled %d)", nd.Name(), s.Resolved, s.Settled)
