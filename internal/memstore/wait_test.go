@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ringlimit/ringlimit"
+	"github.com/ringlimit/ringlimit/failover"
 	"github.com/ringlimit/ringlimit/internal/memstore"
 )
 
@@ -62,13 +63,40 @@ func TestWaitPacesExactly(t *testing.T) {
 // bucket keeps the cadence, not the caller. A waiter woken late reserves
 // against a bucket that drained meanwhile, so its successor's instant is
 // not moved by the lateness; only the last wake-up's lateness adds to the
-// total (the test allows 200 ms of it).
+// total (the test allows 200 ms of it, beyond what this process is seen
+// descheduled meanwhile: beside busy loops and other work, load average
+// 23, the last wake-up came 295 ms late).
 func TestWaitPacesRealClock(t *testing.T) {
-	got := waitSequentially(t, memstore.New(memstore.Config{}), "k", tenPerSecond, 30)
-	if got < 1800*time.Millisecond || got > 2200*time.Millisecond {
-		t.Fatalf("30 waits on 10/s: %s after the burst, want 2.0 s ± 10 %%", got)
+	lag := &failover.Lag{}
+	lctx, cancel := context.WithCancel(context.Background())
+	var lagDone sync.WaitGroup
+	lagDone.Add(1)
+	go func() {
+		defer lagDone.Done()
+		lag.Run(lctx, time.Millisecond)
+	}()
+	defer func() {
+		cancel()
+		lagDone.Wait()
+	}()
+	w := &lastWait{Waiter: memstore.New(memstore.Config{})}
+	got := waitSequentially(t, w, "k", tenPerSecond, 30)
+	stalled := lag.StalledSince(w.at, time.Now()) // (only the last wait's lateness adds)
+	if got < 1800*time.Millisecond || got-stalled > 2200*time.Millisecond {
+		t.Fatalf("30 waits on 10/s: %s after the burst (%s of it descheduled), want 2.0 s ± 10 %%", got, stalled)
 	}
-	t.Logf("30 waits on 10/s: %s after the burst of 10", got)
+	t.Logf("30 waits on 10/s: %s after the burst of 10 (%s descheduled)", got, stalled)
+}
+
+// lastWait is a Waiter that notes when its last WaitN began.
+type lastWait struct {
+	ringlimit.Waiter
+	at time.Time
+}
+
+func (w *lastWait) WaitN(ctx context.Context, key string, rule ringlimit.Rule, n int64) (ringlimit.Decision, error) {
+	w.at = time.Now()
+	return w.Waiter.WaitN(ctx, key, rule, n)
 }
 
 // An exhausted key whose wait outlasts a 100 ms deadline refuses at once,
