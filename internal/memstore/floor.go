@@ -48,7 +48,7 @@ type floorRec struct {
 	// how fast it may drain where it goes (a rule's Limit may change
 	// without starting the state afresh).
 	lo, hi int64
-	id    uint64 // names it (see Grant.Floor); never 0
+	id     uint64 // names it (see Grant.Floor); never 0
 }
 
 // floors are a shard's token buckets' floors, by key: only keys leased.

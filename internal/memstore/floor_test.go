@@ -32,10 +32,10 @@ func TestLeaseTokenBucketUnderItsLimit(t *testing.T) {
 		want int64 // Remaining then
 	}{
 		{0, nil, 990},
-		{50 * time.Millisecond, nil, 990}, // full less the lease: refill stops at the floor
+		{50 * time.Millisecond, nil, 990},  // full less the lease: refill stops at the floor
 		{119 * time.Millisecond, nil, 990}, // the floor stands for the life and a fifth (120 ms) ...
 		{119 * time.Millisecond, func(at time.Time) { l.AllowNAt(at, "k", rule, 100) }, 890},
-		{200 * time.Millisecond, nil, 971}, // ... and no longer: the level drains on from the floor's end
+		{200 * time.Millisecond, nil, 971},                                                   // ... and no longer: the level drains on from the floor's end
 		{200 * time.Millisecond, func(at time.Time) { l.Return(at, "k", rule, g, 10) }, 971}, // so a give-back now gives nothing
 		{300 * time.Millisecond, nil, 1000},
 	}
