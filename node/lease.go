@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ringlimit/ringlimit"
+	"github.com/ringlimit/ringlimit/internal/memstore"
 	"github.com/ringlimit/ringlimit/internal/peer"
 	"github.com/ringlimit/ringlimit/ring"
 )
@@ -165,8 +166,8 @@ type ledger struct {
 type grant struct {
 	to    string
 	n     int64
-	took  time.Time // the node's clock, when taken (memstore.Return's window)
-	until int64     // ms (leases.clock.Mono), with a margin past the borrower's
+	lease memstore.Grant // what the state gave (memstore.Return's)
+	until int64          // ms (leases.clock.Mono), with a margin past the borrower's
 }
 
 // mayReturn reports whether what is left of g may still come back at now:
@@ -470,6 +471,7 @@ func (n *Node) sweepLeases() {
 			if now >= g.until+leaseTTL.Milliseconds() {
 				delete(l.grants, id)
 				ls.woke()
+				n.releaseGrant(k, l, g)
 			}
 		}
 		if len(l.grants) == 0 {
@@ -551,7 +553,7 @@ func (n *Node) grantLease(m *leaseMsg) leaseAnswer {
 	if n.closed.Load() {
 		return leaseAnswer{}
 	}
-	out, borrowers, other := ls.outstanding(m.key, m.rule)
+	_, borrowers, other := ls.outstanding(m.key, m.rule)
 	if other {
 		return leaseAnswer{} // leases under another rule are out: they are revoked first (see afterDecision)
 	}
@@ -583,7 +585,8 @@ func (n *Node) grantLease(m *leaseMsg) leaseAnswer {
 	if size < leaseMin {
 		return leaseAnswer{} // a nearly spent key: its last hits are decided here
 	}
-	got, life, err := n.local.Lease(now, m.key, m.rule, size, out, leaseTTL)
+	lease, err := n.local.Lease(now, m.key, m.rule, size, leaseTTL)
+	got, life := lease.N, lease.Life
 	if err != nil || got <= 0 {
 		return leaseAnswer{}
 	}
@@ -592,7 +595,7 @@ func (n *Node) grantLease(m *leaseMsg) leaseAnswer {
 	l := ls.lent[m.key]
 	if l == nil {
 		if len(ls.lent) >= maxLent {
-			n.local.Return(now, m.key, m.rule, got, now) // no room to remember it: not lent
+			n.local.Return(now, m.key, m.rule, lease, got) // no room to remember it: not lent
 			return leaseAnswer{}
 		}
 		l = &ledger{rule: m.rule, grants: map[uint64]grant{}}
@@ -600,12 +603,16 @@ func (n *Node) grantLease(m *leaseMsg) leaseAnswer {
 		ls.nlent.Store(int64(len(ls.lent)))
 	}
 	if len(l.grants) >= maxKeyGrants {
-		n.local.Return(now, m.key, m.rule, got, now)
+		n.local.Return(now, m.key, m.rule, lease, got)
 		return leaseAnswer{}
 	}
 	if l.rule != m.rule && len(l.grants) > 0 {
 		// Every grant under the old rule has expired (outstanding said so):
-		// what they had left must not come back into this rule's state.
+		// what they had left must not come back into this rule's state
+		// (a token bucket's floor they raised falls).
+		for _, g := range l.grants {
+			n.releaseGrant(m.key, l, g)
+		}
 		clear(l.grants)
 		ls.woke()
 	}
@@ -614,7 +621,7 @@ func (n *Node) grantLease(m *leaseMsg) leaseAnswer {
 	id := ls.nextID
 	// The grant outlives the borrower's lease by a margin: the borrower
 	// counts the life from before it asked.
-	l.grants[id] = grant{to: m.from, n: got, took: now, until: ls.clock.Mono() + (life + leaseTTL/5).Milliseconds()}
+	l.grants[id] = grant{to: m.from, n: got, lease: lease, until: ls.clock.Mono() + (life + leaseTTL/5).Milliseconds()}
 	ls.granted.Add(1)
 	return leaseAnswer{n: got, life: life, id: id}
 }
@@ -654,16 +661,34 @@ func (n *Node) takeBack(from, key string, rule ringlimit.Rule, id uint64, left i
 			ls.nlent.Store(int64(len(ls.lent)))
 		}
 	}
-	if left <= 0 && ok {
+	if !ok || l.reset || rule != l.rule || !n.local.Has(key) {
+		if ok {
+			n.releaseGrant(key, l, g) // (a token bucket's floor falls all the same)
+		}
+		if left > 0 || !ok {
+			ls.dropped.Add(1)
+		}
 		return false
 	}
-	if !ok || l.reset || rule != l.rule || !n.local.Has(key) {
-		ls.dropped.Add(1)
+	// What it did not use comes back, and a token bucket's floor falls by
+	// the whole grant (memstore's Return), used up or not.
+	n.local.Return(n.now(), key, rule, g.lease, min(left, g.n))
+	if left <= 0 {
 		return false
 	}
 	ls.returned.Add(1)
-	n.local.Return(n.now(), key, rule, min(left, g.n), g.took)
 	return true
+}
+
+// releaseGrant lets go of grant g of key from ledger l, which leaves the
+// ledger with nothing given back (expired, revoked, or given back where
+// its hits may not come back): a token bucket's floor falls by it
+// (internal/memstore's floor; a release after the state left or was reset,
+// or after the floor ended, does nothing there). Under lentMu.
+func (n *Node) releaseGrant(key string, l *ledger, g grant) {
+	if l.rule.Algorithm == ringlimit.TokenBucket && !l.reset {
+		n.local.Return(n.now(), key, l.rule, g.lease, 0)
+	}
 }
 
 // resetHeld resets key's state, which this node holds (under the core's
@@ -763,7 +788,16 @@ func (n *Node) recallLeases(ctx context.Context, key string, revoke bool, by tim
 			defer cancel()
 			ls.recallsSent.Add(1)
 			res, err := pc.client.Do(rctx, leaseRequest(&leaseMsg{kind: kind, from: n.name, key: key, rule: rule, id: ids[i]}))
-			if err != nil || res.Err != nil || revoke {
+			if err != nil || res.Err != nil {
+				return
+			}
+			if revoke {
+				// Its borrower voided it: a token bucket's floor falls (a
+				// revoke that does not arrive leaves it to lapse with the
+				// lease).
+				ls.lentMu.Lock()
+				n.releaseGrant(key, l, g)
+				ls.lentMu.Unlock()
 				return
 			}
 			a, err := parseLeaseAnswer(res.State)

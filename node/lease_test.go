@@ -132,10 +132,24 @@ func hitUntilDenied(t *testing.T, nodes []*node.Node, per int, key string, rule 
 // TestForwardedDenialWaitsForItsRecall's.) (A bound on the first part alone,
 // 1 %, failed beside four busy loops under -race before and after the
 // recall's deadline: 49,484 and 49,000.)
+//
+// The token bucket runs twice: refilling its capacity in an hour, and in a
+// second (on the frozen clock it refills nothing either way). The second
+// leased nothing before the floor (internal/memstore's floor.go): it could
+// refill to full within a lease's life, so its holder declined every ask.
 func TestHotKeyLeasesAdmitTheLimit(t *testing.T) {
 	const limit = 50_000
-	for _, alg := range []ringlimit.Algorithm{ringlimit.TokenBucket, ringlimit.FixedWindow, ringlimit.SlidingWindow} {
-		t.Run(alg.String(), func(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rule ringlimit.Rule
+	}{
+		{"token_bucket", ringlimit.Rule{Algorithm: ringlimit.TokenBucket, Limit: limit, Window: time.Hour}},
+		{"token_bucket_per_second", ringlimit.Rule{Algorithm: ringlimit.TokenBucket, Limit: limit, Window: time.Second}},
+		{"fixed_window", ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: limit, Window: time.Hour}},
+		{"sliding_window", ringlimit.Rule{Algorithm: ringlimit.SlidingWindow, Limit: limit, Window: time.Hour}},
+	} {
+		alg := tc.name
+		t.Run(alg, func(t *testing.T) {
 			// Hot at 8 forwards a second, not 32: on a starved machine four
 			// callers a node may forward fewer than 32 a second, and the
 			// test is of what leases admit, not of when a key is hot.
@@ -151,7 +165,7 @@ func TestHotKeyLeasesAdmitTheLimit(t *testing.T) {
 				cfg.LeaseHot = 8
 				cfg.Gossip = node.GossipLAN
 			})
-			rule := ringlimit.Rule{Algorithm: alg, Limit: limit, Window: time.Hour}
+			rule := tc.rule
 			key := fmt.Sprintf("hot-%s", alg)
 			got, sources := hitUntilDenied(t, c.Nodes, 4, key, rule, true)
 			var granted, decided, recalls uint64
@@ -462,8 +476,8 @@ func TestStaleGiveBackReturnsNothing(t *testing.T) {
 	}
 }
 
-// TestDeclinedAsksBackOff: a hot key far under its limit (a lease would
-// overflow its bucket, so its holder declines every ask) asks after twice
+// TestDeclinedAsksBackOff: a hot key whose holder declines every ask (a
+// leaky bucket does not lease) asks after twice
 // the wait each time, up to a second, not every 20 ms: over 1.5 s of
 // forwards at full speed, at most the nine doublings and one ask a second
 // period (before, one ask every 20 ms of it: about 75, each a round trip
@@ -473,7 +487,7 @@ func TestDeclinedAsksBackOff(t *testing.T) {
 	a, o := c.Nodes[0], c.Nodes[1]
 	c.WaitSettled(t, 10*time.Second)
 	key := keysOwnedBy(a, o.Name(), 1)[0]
-	rule := ringlimit.Rule{Limit: 1 << 40, Window: time.Second}
+	rule := ringlimit.Rule{Algorithm: ringlimit.LeakyBucket, Limit: 1 << 40, Window: time.Second}
 	start := time.Now()
 	forwards := 0
 	for time.Since(start) < 1500*time.Millisecond {
