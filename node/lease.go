@@ -108,9 +108,9 @@ type leases struct {
 	// clock tells the time (see leaseClock); set before the node starts.
 	clock leaseClock
 	// declines counts, by key, the asks declined in a row (under mu): a
-	// key whose holder keeps declining (one far under its limit, whose
-	// bucket a lease would overflow) asks after twice the wait each time,
-	// up to leasePeriod, instead of every leaseRetry. At most maxHotKeys
+	// key whose holder keeps declining (one nearly spent, or too small to
+	// lease, or just arrived there) asks after twice the wait each time,
+	// up to maxAskWait, instead of every leaseRetry. At most maxHotKeys
 	// keys; past it, the counts start again.
 	declines map[string]uint8
 }
@@ -146,6 +146,7 @@ type borrowed struct {
 	left  atomic.Int64
 	size  int64
 	at    int64  // ms (leases.clock.Mono): when it was asked for
+	got   int64  // ms (leases.clock.Mono): when it came (its pace counts from then)
 	until int64  // ms (leases.clock.Mono): after it the lease is void
 	from  string // the member that granted it
 	id    uint64 // its id there
@@ -192,7 +193,14 @@ func (ls *leases) init() {
 		ls.clock = sysLeaseClock{start: time.Now()}
 	}
 	start := ls.clock.Wall()
-	ls.freshAll = ls.clock.Mono() // (a new node waits leaseTTL: an earlier one under its name may have leased)
+	// A new node leases at once. (It waited leaseTTL, since an earlier one
+	// under its name may have leased: when grant ids restarted from 1, a
+	// late give-back of the earlier one's could take a new grant's place.
+	// Ids are unique across incarnations now (nextID), an earlier one's
+	// leases were taken from states that either come here again, marked
+	// fresh (arrived), or were lost with it, and a key made hot as a
+	// cluster formed waited seconds for a lease.)
+	ls.freshAll = ls.clock.Mono() - leaseTTL.Milliseconds()
 	ls.nextID = uint64(start.UnixNano())
 }
 
@@ -267,17 +275,20 @@ func (n *Node) fromLease(key string, rule ringlimit.Rule, hits int64) (ringlimit
 }
 
 // next is the size to ask for after b, at now with left hits: what b's
-// pace spends over a lease's life, and half again.
+// pace spends over a lease's life, and half again. The pace counts from
+// when b came, not from its ask: counted with the ask's round trip, a
+// lease spent at once asked for little more each time, and on a busy host
+// (round trips of 100 ms) a hot key took a dozen leases to reach its pace.
 func (b *borrowed) next(now, left int64) int64 {
-	used, took := b.size-left, max(1, now-b.at)
+	used, took := b.size-left, max(1, now-max(b.at, b.got))
 	return max(leaseMin, used*leaseTTL.Milliseconds()/took*3/2)
 }
 
 // sawForward counts a forwarded call of key toward its demand, and asks for
 // a lease once the key is hot.
 func (n *Node) sawForward(key string, rule ringlimit.Rule, hits int64) {
-	if hits <= 0 || n.cfg.LeaseHot < 0 {
-		return
+	if hits <= 0 || n.cfg.LeaseHot < 0 || rule.Algorithm == ringlimit.LeakyBucket || rule.Algorithm == ringlimit.SlidingLog {
+		return // (those never lease: internal/memstore's Lease)
 	}
 	ls := &n.leases
 	now := ls.clock.Mono()
@@ -287,6 +298,7 @@ func (n *Node) sawForward(key string, rule ringlimit.Rule, hits int64) {
 		clear(ls.lastAsk)
 		ls.periodAt = now
 	}
+	periodAt := ls.periodAt
 	c, ok := ls.hot[key]
 	if !ok && len(ls.hot) >= maxHotKeys {
 		ls.mu.Unlock()
@@ -303,7 +315,12 @@ func (n *Node) sawForward(key string, rule ringlimit.Rule, hits int64) {
 	}
 	ls.lastAsk[key] = now
 	ls.mu.Unlock()
-	want := max(leaseMin, int64(c)*int64(leaseTTL)/int64(leasePeriod)*2)
+	// The demand: the forwards so far this period over a lease's life, or
+	// their pace since the period began, whichever is more (a key that
+	// became hot moments ago forwards far more than c a second), and half
+	// again.
+	want := max(leaseMin, int64(c)*int64(leaseTTL)/int64(leasePeriod)*2,
+		int64(c)*leaseTTL.Milliseconds()/max(1, now-periodAt)*3/2)
 	if b != nil && b.rule == rule {
 		if now < b.until && b.left.Load() >= hits {
 			return // (a call the lease did not cover raced its grant)
@@ -315,10 +332,18 @@ func (n *Node) sawForward(key string, rule ringlimit.Rule, hits int64) {
 
 // askWait is how long after its last ask a hot key asks again, in ms,
 // once its holder declined that many asks in a row: leaseRetry, doubled
-// for each, at most leasePeriod.
+// for each, at most maxAskWait.
 func askWait(declined uint8) int64 {
-	return min(leaseRetry.Milliseconds()<<min(declined, 8), leasePeriod.Milliseconds())
+	return min(leaseRetry.Milliseconds()<<min(declined, 8), maxAskWait.Milliseconds())
 }
+
+// maxAskWait is the longest a hot key's forwards wait to ask again after
+// declines: a key whose state just came to its holder is leased a
+// leaseTTL later, and its borrowers then wait at most this much more. (It
+// was leasePeriod, when a token bucket far under its limit declined every
+// ask; at 250 ms a key declined for good costs a borrower 4 asks a second,
+// beside at least LeaseHot forwards.)
+const maxAskWait = 250 * time.Millisecond
 
 // askLease asks the key's holder for a lease of about want hits, in the
 // background (at most maxLeaseAsks at once, one a key); false if it did not.
@@ -401,7 +426,7 @@ func (n *Node) requestLease(key string, rule ringlimit.Rule, want int64) {
 		ls.declined.Add(1)
 		return
 	}
-	b := &borrowed{rule: rule, size: a.n, at: sent, until: sent + a.life.Milliseconds(), from: to, id: a.id}
+	b := &borrowed{rule: rule, size: a.n, at: sent, got: ls.clock.Mono(), until: sent + a.life.Milliseconds(), from: to, id: a.id}
 	b.left.Store(a.n)
 	ls.mu.Lock()
 	if _, gone := ls.recalled[recallKey{to, a.id}]; gone {

@@ -477,17 +477,19 @@ func TestStaleGiveBackReturnsNothing(t *testing.T) {
 }
 
 // TestDeclinedAsksBackOff: a hot key whose holder declines every ask (a
-// leaky bucket does not lease) asks after twice
-// the wait each time, up to a second, not every 20 ms: over 1.5 s of
-// forwards at full speed, at most the nine doublings and one ask a second
+// token bucket of 100 tokens, too small to lease: a lease holds at most a
+// hundredth of the capacity and at least 4) asks after twice the wait each
+// time, up to 250 ms, not every 20 ms: over 1.5 s of forwards at full
+// speed, at most the doublings, one ask every 250 ms and one a second
 // period (before, one ask every 20 ms of it: about 75, each a round trip
-// beside the forwards).
+// beside the forwards). A leaky bucket, which never leases, asks nothing.
 func TestDeclinedAsksBackOff(t *testing.T) {
 	c := nodetest.Start(t, 2, func(cfg *node.Config) { cfg.ForwardTimeout = 5 * time.Second })
 	a, o := c.Nodes[0], c.Nodes[1]
 	c.WaitSettled(t, 10*time.Second)
-	key := keysOwnedBy(a, o.Name(), 1)[0]
-	rule := ringlimit.Rule{Algorithm: ringlimit.LeakyBucket, Limit: 1 << 40, Window: time.Second}
+	keys := keysOwnedBy(a, o.Name(), 2)
+	key := keys[0]
+	rule := ringlimit.Rule{Algorithm: ringlimit.TokenBucket, Limit: 1 << 40, Burst: 100, Window: time.Second}
 	start := time.Now()
 	forwards := 0
 	for time.Since(start) < 1500*time.Millisecond {
@@ -510,8 +512,18 @@ func TestDeclinedAsksBackOff(t *testing.T) {
 	if st.Asked < 2 || st.Declined != st.Asked || st.Held != 0 {
 		t.Fatalf("asked %d, declined %d, held %d: want every ask declined, at least 2", st.Asked, st.Declined, st.Held)
 	}
-	if bound := uint64(9 + periods); st.Asked > bound {
-		t.Fatalf("%d asks in %v, each declined: want at most %d (backing off to one a second)", st.Asked, elapsed, bound)
+	if bound := uint64(5 + int(elapsed/(250*time.Millisecond)) + periods); st.Asked > bound {
+		t.Fatalf("%d asks in %v, each declined: want at most %d (backing off to one every 250 ms)", st.Asked, elapsed, bound)
+	}
+	leaky := ringlimit.Rule{Algorithm: ringlimit.LeakyBucket, Limit: 1 << 40, Window: time.Second}
+	for range 1000 {
+		if d, err := a.Allow(ctx, keys[1], leaky); err != nil || !d.Allowed || d.Source != ringlimit.Peer {
+			t.Fatalf("a leaky bucket's forward: %+v, %v", d, err)
+		}
+	}
+	waitFor(t, 10*time.Second, "the asks answered", func() bool { return node.LeaseAsks(a) == 0 })
+	if asked := a.Stats().Leases.Asked; asked != st.Asked {
+		t.Fatalf("a leaky bucket's forwards asked for %d leases: it never leases", asked-st.Asked)
 	}
 }
 
