@@ -27,6 +27,11 @@ import (
 // past that the denial stands, and what comes back later is for the calls
 // after. One recall of a grant is on its way at a time.
 //
+// A token bucket leases whether or not it is near its limit: the holder's
+// own bucket keeps the tokens out as a floor it does not refill into
+// (internal/memstore's floor.go), and every grant that leaves the ledger
+// lowers it (releaseGrant).
+//
 // Bounds: a lease holds at most a hundredth of the key's capacity, and at
 // most a quarter of what is left shared among the key's borrowers (so a
 // nearly spent key stops leasing and its last hits are decided by its
@@ -1102,9 +1107,10 @@ type LeaseStats struct {
 	Granted, Returned, Recalls, Expired, Decisions uint64
 	Dropped                                        uint64
 	// Asked counts the leases this node asked for of others' keys; Declined
-	// those the holder declined (a key far under its limit, or nearly
-	// spent, or just arrived there). A key declined in a row asks less
-	// and less often, down to once a second.
+	// those the holder declined (a key nearly spent, or too small to
+	// lease, or just arrived there). A key declined in a row asks less
+	// and less often, down to once every 250 ms. A leaky bucket or a
+	// sliding log is never asked for (they do not lease).
 	Asked, Declined uint64
 }
 
