@@ -43,7 +43,10 @@ func BenchmarkOwnedKey(b *testing.B) {
 // BenchmarkForwarded measures a call forwarded to its owner, beside a raw
 // TCP ping-pong of 32-byte frames on loopback, in the same run.
 func BenchmarkForwarded(b *testing.B) {
-	c := nodetest.Start(b, 2, func(cfg *node.Config) { cfg.ForwardTimeout = time.Second })
+	c := nodetest.Start(b, 2, func(cfg *node.Config) {
+		cfg.ForwardTimeout = time.Second
+		cfg.LeaseHot = -1 // forwarding is measured: a token bucket far under its limit leases
+	})
 	a, o := c.Nodes[0], c.Nodes[1]
 	keys := keysOwnedBy(a, o.Name(), 1024)
 	rule := ringlimit.Rule{Limit: 1 << 40, Window: time.Second}

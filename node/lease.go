@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ringlimit/ringlimit"
+	"github.com/ringlimit/ringlimit/internal/memstore"
 	"github.com/ringlimit/ringlimit/internal/peer"
 	"github.com/ringlimit/ringlimit/ring"
 )
@@ -25,6 +26,11 @@ import (
 // It waits for them only as long as the denied call can wait (recallBy);
 // past that the denial stands, and what comes back later is for the calls
 // after. One recall of a grant is on its way at a time.
+//
+// A token bucket leases whether or not it is near its limit: the holder's
+// own bucket keeps the tokens out as a floor it does not refill into
+// (internal/memstore's floor.go), and every grant that leaves the ledger
+// lowers it (releaseGrant).
 //
 // Bounds: a lease holds at most a hundredth of the key's capacity, and at
 // most a quarter of what is left shared among the key's borrowers (so a
@@ -107,9 +113,9 @@ type leases struct {
 	// clock tells the time (see leaseClock); set before the node starts.
 	clock leaseClock
 	// declines counts, by key, the asks declined in a row (under mu): a
-	// key whose holder keeps declining (one far under its limit, whose
-	// bucket a lease would overflow) asks after twice the wait each time,
-	// up to leasePeriod, instead of every leaseRetry. At most maxHotKeys
+	// key whose holder keeps declining (one nearly spent, or too small to
+	// lease, or just arrived there) asks after twice the wait each time,
+	// up to maxAskWait, instead of every leaseRetry. At most maxHotKeys
 	// keys; past it, the counts start again.
 	declines map[string]uint8
 }
@@ -145,6 +151,7 @@ type borrowed struct {
 	left  atomic.Int64
 	size  int64
 	at    int64  // ms (leases.clock.Mono): when it was asked for
+	got   int64  // ms (leases.clock.Mono): when it came (its pace counts from then)
 	until int64  // ms (leases.clock.Mono): after it the lease is void
 	from  string // the member that granted it
 	id    uint64 // its id there
@@ -165,8 +172,8 @@ type ledger struct {
 type grant struct {
 	to    string
 	n     int64
-	took  time.Time // the node's clock, when taken (memstore.Return's window)
-	until int64     // ms (leases.clock.Mono), with a margin past the borrower's
+	lease memstore.Grant // what the state gave (memstore.Return's)
+	until int64          // ms (leases.clock.Mono), with a margin past the borrower's
 }
 
 // mayReturn reports whether what is left of g may still come back at now:
@@ -191,7 +198,14 @@ func (ls *leases) init() {
 		ls.clock = sysLeaseClock{start: time.Now()}
 	}
 	start := ls.clock.Wall()
-	ls.freshAll = ls.clock.Mono() // (a new node waits leaseTTL: an earlier one under its name may have leased)
+	// A new node leases at once. (It waited leaseTTL, since an earlier one
+	// under its name may have leased: when grant ids restarted from 1, a
+	// late give-back of the earlier one's could take a new grant's place.
+	// Ids are unique across incarnations now (nextID), an earlier one's
+	// leases were taken from states that either come here again, marked
+	// fresh (arrived), or were lost with it, and a key made hot as a
+	// cluster formed waited seconds for a lease.)
+	ls.freshAll = ls.clock.Mono() - leaseTTL.Milliseconds()
 	ls.nextID = uint64(start.UnixNano())
 }
 
@@ -266,17 +280,20 @@ func (n *Node) fromLease(key string, rule ringlimit.Rule, hits int64) (ringlimit
 }
 
 // next is the size to ask for after b, at now with left hits: what b's
-// pace spends over a lease's life, and half again.
+// pace spends over a lease's life, and half again. The pace counts from
+// when b came, not from its ask: counted with the ask's round trip, a
+// lease spent at once asked for little more each time, and on a busy host
+// (round trips of 100 ms) a hot key took a dozen leases to reach its pace.
 func (b *borrowed) next(now, left int64) int64 {
-	used, took := b.size-left, max(1, now-b.at)
+	used, took := b.size-left, max(1, now-max(b.at, b.got))
 	return max(leaseMin, used*leaseTTL.Milliseconds()/took*3/2)
 }
 
 // sawForward counts a forwarded call of key toward its demand, and asks for
 // a lease once the key is hot.
 func (n *Node) sawForward(key string, rule ringlimit.Rule, hits int64) {
-	if hits <= 0 || n.cfg.LeaseHot < 0 {
-		return
+	if hits <= 0 || n.cfg.LeaseHot < 0 || rule.Algorithm == ringlimit.LeakyBucket || rule.Algorithm == ringlimit.SlidingLog {
+		return // (those never lease: internal/memstore's Lease)
 	}
 	ls := &n.leases
 	now := ls.clock.Mono()
@@ -286,6 +303,7 @@ func (n *Node) sawForward(key string, rule ringlimit.Rule, hits int64) {
 		clear(ls.lastAsk)
 		ls.periodAt = now
 	}
+	periodAt := ls.periodAt
 	c, ok := ls.hot[key]
 	if !ok && len(ls.hot) >= maxHotKeys {
 		ls.mu.Unlock()
@@ -302,7 +320,12 @@ func (n *Node) sawForward(key string, rule ringlimit.Rule, hits int64) {
 	}
 	ls.lastAsk[key] = now
 	ls.mu.Unlock()
-	want := max(leaseMin, int64(c)*int64(leaseTTL)/int64(leasePeriod)*2)
+	// The demand: the forwards so far this period over a lease's life, or
+	// their pace since the period began, whichever is more (a key that
+	// became hot moments ago forwards far more than c a second), and half
+	// again.
+	want := max(leaseMin, int64(c)*int64(leaseTTL)/int64(leasePeriod)*2,
+		int64(c)*leaseTTL.Milliseconds()/max(1, now-periodAt)*3/2)
 	if b != nil && b.rule == rule {
 		if now < b.until && b.left.Load() >= hits {
 			return // (a call the lease did not cover raced its grant)
@@ -314,10 +337,18 @@ func (n *Node) sawForward(key string, rule ringlimit.Rule, hits int64) {
 
 // askWait is how long after its last ask a hot key asks again, in ms,
 // once its holder declined that many asks in a row: leaseRetry, doubled
-// for each, at most leasePeriod.
+// for each, at most maxAskWait.
 func askWait(declined uint8) int64 {
-	return min(leaseRetry.Milliseconds()<<min(declined, 8), leasePeriod.Milliseconds())
+	return min(leaseRetry.Milliseconds()<<min(declined, 8), maxAskWait.Milliseconds())
 }
+
+// maxAskWait is the longest a hot key's forwards wait to ask again after
+// declines: a key whose state just came to its holder is leased a
+// leaseTTL later, and its borrowers then wait at most this much more. (It
+// was leasePeriod, when a token bucket far under its limit declined every
+// ask; at 250 ms a key declined for good costs a borrower 4 asks a second,
+// beside at least LeaseHot forwards.)
+const maxAskWait = 250 * time.Millisecond
 
 // askLease asks the key's holder for a lease of about want hits, in the
 // background (at most maxLeaseAsks at once, one a key); false if it did not.
@@ -400,7 +431,7 @@ func (n *Node) requestLease(key string, rule ringlimit.Rule, want int64) {
 		ls.declined.Add(1)
 		return
 	}
-	b := &borrowed{rule: rule, size: a.n, at: sent, until: sent + a.life.Milliseconds(), from: to, id: a.id}
+	b := &borrowed{rule: rule, size: a.n, at: sent, got: ls.clock.Mono(), until: sent + a.life.Milliseconds(), from: to, id: a.id}
 	b.left.Store(a.n)
 	ls.mu.Lock()
 	if _, gone := ls.recalled[recallKey{to, a.id}]; gone {
@@ -470,6 +501,7 @@ func (n *Node) sweepLeases() {
 			if now >= g.until+leaseTTL.Milliseconds() {
 				delete(l.grants, id)
 				ls.woke()
+				n.releaseGrant(k, l, g)
 			}
 		}
 		if len(l.grants) == 0 {
@@ -551,7 +583,7 @@ func (n *Node) grantLease(m *leaseMsg) leaseAnswer {
 	if n.closed.Load() {
 		return leaseAnswer{}
 	}
-	out, borrowers, other := ls.outstanding(m.key, m.rule)
+	_, borrowers, other := ls.outstanding(m.key, m.rule)
 	if other {
 		return leaseAnswer{} // leases under another rule are out: they are revoked first (see afterDecision)
 	}
@@ -583,7 +615,8 @@ func (n *Node) grantLease(m *leaseMsg) leaseAnswer {
 	if size < leaseMin {
 		return leaseAnswer{} // a nearly spent key: its last hits are decided here
 	}
-	got, life, err := n.local.Lease(now, m.key, m.rule, size, out, leaseTTL)
+	lease, err := n.local.Lease(now, m.key, m.rule, size, leaseTTL)
+	got, life := lease.N, lease.Life
 	if err != nil || got <= 0 {
 		return leaseAnswer{}
 	}
@@ -592,7 +625,7 @@ func (n *Node) grantLease(m *leaseMsg) leaseAnswer {
 	l := ls.lent[m.key]
 	if l == nil {
 		if len(ls.lent) >= maxLent {
-			n.local.Return(now, m.key, m.rule, got, now) // no room to remember it: not lent
+			n.local.Return(now, m.key, m.rule, lease, got) // no room to remember it: not lent
 			return leaseAnswer{}
 		}
 		l = &ledger{rule: m.rule, grants: map[uint64]grant{}}
@@ -600,12 +633,16 @@ func (n *Node) grantLease(m *leaseMsg) leaseAnswer {
 		ls.nlent.Store(int64(len(ls.lent)))
 	}
 	if len(l.grants) >= maxKeyGrants {
-		n.local.Return(now, m.key, m.rule, got, now)
+		n.local.Return(now, m.key, m.rule, lease, got)
 		return leaseAnswer{}
 	}
 	if l.rule != m.rule && len(l.grants) > 0 {
 		// Every grant under the old rule has expired (outstanding said so):
-		// what they had left must not come back into this rule's state.
+		// what they had left must not come back into this rule's state
+		// (a token bucket's floor they raised falls).
+		for _, g := range l.grants {
+			n.releaseGrant(m.key, l, g)
+		}
 		clear(l.grants)
 		ls.woke()
 	}
@@ -614,7 +651,7 @@ func (n *Node) grantLease(m *leaseMsg) leaseAnswer {
 	id := ls.nextID
 	// The grant outlives the borrower's lease by a margin: the borrower
 	// counts the life from before it asked.
-	l.grants[id] = grant{to: m.from, n: got, took: now, until: ls.clock.Mono() + (life + leaseTTL/5).Milliseconds()}
+	l.grants[id] = grant{to: m.from, n: got, lease: lease, until: ls.clock.Mono() + (life + leaseTTL/5).Milliseconds()}
 	ls.granted.Add(1)
 	return leaseAnswer{n: got, life: life, id: id}
 }
@@ -654,16 +691,34 @@ func (n *Node) takeBack(from, key string, rule ringlimit.Rule, id uint64, left i
 			ls.nlent.Store(int64(len(ls.lent)))
 		}
 	}
-	if left <= 0 && ok {
+	if !ok || l.reset || rule != l.rule || !n.local.Has(key) {
+		if ok {
+			n.releaseGrant(key, l, g) // (a token bucket's floor falls all the same)
+		}
+		if left > 0 || !ok {
+			ls.dropped.Add(1)
+		}
 		return false
 	}
-	if !ok || l.reset || rule != l.rule || !n.local.Has(key) {
-		ls.dropped.Add(1)
+	// What it did not use comes back, and a token bucket's floor falls by
+	// the whole grant (memstore's Return), used up or not.
+	n.local.Return(n.now(), key, rule, g.lease, min(left, g.n))
+	if left <= 0 {
 		return false
 	}
 	ls.returned.Add(1)
-	n.local.Return(n.now(), key, rule, min(left, g.n), g.took)
 	return true
+}
+
+// releaseGrant lets go of grant g of key from ledger l, which leaves the
+// ledger with nothing given back (expired, revoked, or given back where
+// its hits may not come back): a token bucket's floor falls by it
+// (internal/memstore's floor; a release after the state left or was reset,
+// or after the floor ended, does nothing there). Under lentMu.
+func (n *Node) releaseGrant(key string, l *ledger, g grant) {
+	if l.rule.Algorithm == ringlimit.TokenBucket && !l.reset {
+		n.local.Return(n.now(), key, l.rule, g.lease, 0)
+	}
 }
 
 // resetHeld resets key's state, which this node holds (under the core's
@@ -763,7 +818,16 @@ func (n *Node) recallLeases(ctx context.Context, key string, revoke bool, by tim
 			defer cancel()
 			ls.recallsSent.Add(1)
 			res, err := pc.client.Do(rctx, leaseRequest(&leaseMsg{kind: kind, from: n.name, key: key, rule: rule, id: ids[i]}))
-			if err != nil || res.Err != nil || revoke {
+			if err != nil || res.Err != nil {
+				return
+			}
+			if revoke {
+				// Its borrower voided it: a token bucket's floor falls (a
+				// revoke that does not arrive leaves it to lapse with the
+				// lease).
+				ls.lentMu.Lock()
+				n.releaseGrant(key, l, g)
+				ls.lentMu.Unlock()
 				return
 			}
 			a, err := parseLeaseAnswer(res.State)
@@ -1043,9 +1107,10 @@ type LeaseStats struct {
 	Granted, Returned, Recalls, Expired, Decisions uint64
 	Dropped                                        uint64
 	// Asked counts the leases this node asked for of others' keys; Declined
-	// those the holder declined (a key far under its limit, or nearly
-	// spent, or just arrived there). A key declined in a row asks less
-	// and less often, down to once a second.
+	// those the holder declined (a key nearly spent, or too small to
+	// lease, or just arrived there). A key declined in a row asks less
+	// and less often, down to once every 250 ms. A leaky bucket or a
+	// sliding log is never asked for (they do not lease).
 	Asked, Declined uint64
 }
 

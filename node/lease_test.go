@@ -132,10 +132,24 @@ func hitUntilDenied(t *testing.T, nodes []*node.Node, per int, key string, rule 
 // TestForwardedDenialWaitsForItsRecall's.) (A bound on the first part alone,
 // 1 %, failed beside four busy loops under -race before and after the
 // recall's deadline: 49,484 and 49,000.)
+//
+// The token bucket runs twice: refilling its capacity in an hour, and in a
+// second (on the frozen clock it refills nothing either way). The second
+// leased nothing before the floor (internal/memstore's floor.go): it could
+// refill to full within a lease's life, so its holder declined every ask.
 func TestHotKeyLeasesAdmitTheLimit(t *testing.T) {
 	const limit = 50_000
-	for _, alg := range []ringlimit.Algorithm{ringlimit.TokenBucket, ringlimit.FixedWindow, ringlimit.SlidingWindow} {
-		t.Run(alg.String(), func(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rule ringlimit.Rule
+	}{
+		{"token_bucket", ringlimit.Rule{Algorithm: ringlimit.TokenBucket, Limit: limit, Window: time.Hour}},
+		{"token_bucket_per_second", ringlimit.Rule{Algorithm: ringlimit.TokenBucket, Limit: limit, Window: time.Second}},
+		{"fixed_window", ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: limit, Window: time.Hour}},
+		{"sliding_window", ringlimit.Rule{Algorithm: ringlimit.SlidingWindow, Limit: limit, Window: time.Hour}},
+	} {
+		alg := tc.name
+		t.Run(alg, func(t *testing.T) {
 			// Hot at 8 forwards a second, not 32: on a starved machine four
 			// callers a node may forward fewer than 32 a second, and the
 			// test is of what leases admit, not of when a key is hot.
@@ -151,7 +165,7 @@ func TestHotKeyLeasesAdmitTheLimit(t *testing.T) {
 				cfg.LeaseHot = 8
 				cfg.Gossip = node.GossipLAN
 			})
-			rule := ringlimit.Rule{Algorithm: alg, Limit: limit, Window: time.Hour}
+			rule := tc.rule
 			key := fmt.Sprintf("hot-%s", alg)
 			got, sources := hitUntilDenied(t, c.Nodes, 4, key, rule, true)
 			var granted, decided, recalls uint64
@@ -462,18 +476,20 @@ func TestStaleGiveBackReturnsNothing(t *testing.T) {
 	}
 }
 
-// TestDeclinedAsksBackOff: a hot key far under its limit (a lease would
-// overflow its bucket, so its holder declines every ask) asks after twice
-// the wait each time, up to a second, not every 20 ms: over 1.5 s of
-// forwards at full speed, at most the nine doublings and one ask a second
+// TestDeclinedAsksBackOff: a hot key whose holder declines every ask (a
+// token bucket of 100 tokens, too small to lease: a lease holds at most a
+// hundredth of the capacity and at least 4) asks after twice the wait each
+// time, up to 250 ms, not every 20 ms: over 1.5 s of forwards at full
+// speed, at most the doublings, one ask every 250 ms and one a second
 // period (before, one ask every 20 ms of it: about 75, each a round trip
-// beside the forwards).
+// beside the forwards). A leaky bucket, which never leases, asks nothing.
 func TestDeclinedAsksBackOff(t *testing.T) {
 	c := nodetest.Start(t, 2, func(cfg *node.Config) { cfg.ForwardTimeout = 5 * time.Second })
 	a, o := c.Nodes[0], c.Nodes[1]
 	c.WaitSettled(t, 10*time.Second)
-	key := keysOwnedBy(a, o.Name(), 1)[0]
-	rule := ringlimit.Rule{Limit: 1 << 40, Window: time.Second}
+	keys := keysOwnedBy(a, o.Name(), 2)
+	key := keys[0]
+	rule := ringlimit.Rule{Algorithm: ringlimit.TokenBucket, Limit: 1 << 40, Burst: 100, Window: time.Second}
 	start := time.Now()
 	forwards := 0
 	for time.Since(start) < 1500*time.Millisecond {
@@ -496,8 +512,18 @@ func TestDeclinedAsksBackOff(t *testing.T) {
 	if st.Asked < 2 || st.Declined != st.Asked || st.Held != 0 {
 		t.Fatalf("asked %d, declined %d, held %d: want every ask declined, at least 2", st.Asked, st.Declined, st.Held)
 	}
-	if bound := uint64(9 + periods); st.Asked > bound {
-		t.Fatalf("%d asks in %v, each declined: want at most %d (backing off to one a second)", st.Asked, elapsed, bound)
+	if bound := uint64(5 + int(elapsed/(250*time.Millisecond)) + periods); st.Asked > bound {
+		t.Fatalf("%d asks in %v, each declined: want at most %d (backing off to one every 250 ms)", st.Asked, elapsed, bound)
+	}
+	leaky := ringlimit.Rule{Algorithm: ringlimit.LeakyBucket, Limit: 1 << 40, Window: time.Second}
+	for range 1000 {
+		if d, err := a.Allow(ctx, keys[1], leaky); err != nil || !d.Allowed || d.Source != ringlimit.Peer {
+			t.Fatalf("a leaky bucket's forward: %+v, %v", d, err)
+		}
+	}
+	waitFor(t, 10*time.Second, "the asks answered", func() bool { return node.LeaseAsks(a) == 0 })
+	if asked := a.Stats().Leases.Asked; asked != st.Asked {
+		t.Fatalf("a leaky bucket's forwards asked for %d leases: it never leases", asked-st.Asked)
 	}
 }
 

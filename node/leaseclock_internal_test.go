@@ -44,3 +44,36 @@ func TestLeaseLifeOnTheMonotonicClock(t *testing.T) {
 		t.Fatalf("its life over, the lease still decided: %+v", d)
 	}
 }
+
+// A node grants leases from its start: a key made hot as a cluster forms
+// is leased at once. (A node granted none in its first second, and its
+// borrowers' declined asks backed off to one a second: a key made hot then
+// waited seconds for a lease.)
+func TestNewNodeLeasesAtOnce(t *testing.T) {
+	n := &Node{}
+	clk := &steppingClock{wall: time.Now(), mono: 0}
+	n.leases.clock = clk
+	n.leases.init()
+	n.leases.lentMu.Lock()
+	settled := n.leases.settled("k", clk.Mono())
+	n.leases.lentMu.Unlock()
+	if !settled {
+		t.Fatal("a node just started leases no key")
+	}
+	// A key whose state just came here still waits a lease's life.
+	n.leases.arrived("k")
+	n.leases.lentMu.Lock()
+	defer n.leases.lentMu.Unlock()
+	if n.leases.settled("k", clk.Mono()) {
+		t.Fatal("a key whose state just came here is leased")
+	}
+	if n.leases.settled("k", clk.Mono()+leaseTTL.Milliseconds()-1) {
+		t.Fatal("a key whose state came here less than a lease's life ago is leased")
+	}
+	if !n.leases.settled("other", clk.Mono()) {
+		t.Fatal("a key started here waits")
+	}
+	if w := askWait(255); w > 250 {
+		t.Fatalf("declined asks back off to one every %d ms, want at most 250", w)
+	}
+}

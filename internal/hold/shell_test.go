@@ -309,6 +309,7 @@ func (s *sim) decide(n *snode, c *scall) ringlimit.Decision {
 			// bounded authority would make it none: docs/holder-authority.md).
 			s.credit(c.key, n.name)
 		}
+		s.replayAdmit(c.key, s.nodeNow(n), n.name)
 		if n.vers[c.key].Epoch == 0 {
 			n.vers[c.key] = Fresh(s.nodeNow(n), s.rng.Uint64()|1) // a fresh start here
 		}
@@ -448,6 +449,7 @@ func (s *sim) storeDecide(n *snode, c *scall, lost string) {
 	}
 	if d.Allowed {
 		s.admitted[c.key]++
+		s.replayAdmit(c.key, s.base+s.now/ms, "the store")
 		s.logf("store admits %s for %s (#%d)", c.key, n.name, s.admitted[c.key])
 	}
 	s.finish(c, d)

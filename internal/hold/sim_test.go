@@ -176,7 +176,8 @@ type sim struct {
 	pastLeaver    int                  // forwards to a leaver that did not answer, routed past it
 	joinedRecalls int                  // denials that found a grant's recall on its way, and sent none
 	denials       map[deniedAt][]int64 // sim µs of every denial by a member incarnation, by key
-	stranded      []string             // leases that ended with hits left well after a denial by their grantor (checkStranded)
+	stranded      []string             // violations found as the run goes: leases that ended with hits left well after a denial by their grantor (checkStranded), and token-bucket hits one bucket denies (replayAdmit)
+	replay        *memstore.Limiter    // one bucket given every token-bucket hit admitted (replayAdmit)
 	episodes      map[string]int64
 	calls         []*scall
 	msgs          int
@@ -270,6 +271,7 @@ func newSim(cfg simConfig) *sim {
 		base: 1_700_000_000_000 + 3600_000, nodes: map[string]*snode{}, links: map[[2]string]*link{},
 		rules: map[string]ringlimit.Rule{}, admitted: map[string]int64{}, episodes: map[string]int64{}, parked: map[*scall]func(ringlimit.Decision){}, parkedMoved: map[*scall]func(string){}, credited: map[string]bool{}, denials: map[deniedAt][]int64{}, storeDecs: map[string]int{}, loads: map[string]int{}, announced: map[string]int{}}
 	var zero int64
+	s.replay = memstore.New(memstore.Config{MaxKeys: 1024})
 	s.store = &simStore{claims: map[string]claim{}, lim: memstore.New(memstore.Config{MaxKeys: 1024, Clock: simClock{s, &zero}}), vers: map[string]Version{}}
 	for i := range cfg.keys {
 		k := fmt.Sprintf("k%d", i)
@@ -277,6 +279,10 @@ func newSim(cfg simConfig) *sim {
 		alg := []ringlimit.Algorithm{ringlimit.FixedWindow, ringlimit.TokenBucket, ringlimit.SlidingWindow, ringlimit.LeakyBucket}[i%4]
 		// Windows far longer than a run: the exact limiter admits C in all.
 		s.rules[k] = ringlimit.Rule{Algorithm: alg, Limit: int64(3 + s.rng.IntN(5)), Window: 24 * time.Hour}
+		if *simRefill && i%4 == 1 && i%8 == 5 {
+			s.rules[k] = refillingBucket(s.rules[k].Limit) // (lease_test.go)
+		}
+
 	}
 	return s
 }

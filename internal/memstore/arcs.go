@@ -105,7 +105,8 @@ func (l *Limiter) RangeArcs(arcs []Arc, f func(key string, s State) bool) {
 				continue
 			}
 			if i := int32(uint32(v)) - 1; s.at(i).live(now) {
-				buf = append(buf, kv{s.keyOut(i), s.at(i).export()})
+				k := s.keyOut(i)
+				buf = append(buf, kv{k, s.fold(k, s.at(i).tag&^dirtyBit, s.at(i).export(), now)})
 			}
 		}
 		s.mu.Unlock()

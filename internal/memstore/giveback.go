@@ -65,9 +65,14 @@ func (s *shard) giveBack(key string, frag uint32, rule ringlimit.Rule, ch Charge
 	if e.tag&^dirtyBit != tagOf(rule.Algorithm, 0, p) || e.until <= now {
 		return false
 	}
+	var keep int64
+	if rule.Algorithm == ringlimit.TokenBucket && s.hasFloors() {
+		keep = s.floorAt(key, e.tag&^dirtyBit, &e.st, p, now) // the level as it stands: at the floor or above
+	}
 	if !give(&e.st, &e.until, rule.Algorithm, p, ch, now) {
 		return false
 	}
+	e.until = max(e.until, keep)
 	s.holes.forget(key) // a bucket's units off the top: the holes' places no longer hold
 	*s.denyAt(i) = 0
 	if s.track && e.tag&dirtyBit == 0 {

@@ -77,7 +77,8 @@ func (l *Limiter) Export(key string) (State, bool) {
 	if !ok || !s.at(i).live(now) {
 		return State{}, false
 	}
-	return s.at(i).export(), true
+	e := s.at(i)
+	return s.fold(key, e.tag&^dirtyBit, e.export(), now), true
 }
 
 // Has reports whether key holds a state at index 0 that still matters. It
@@ -107,11 +108,12 @@ func (l *Limiter) TakeAll(key string, dst []State) []State {
 	for _, i := range slots { // removing one leaves the others' slots as they are
 		if i != none {
 			if e := s.at(i); e.live(now) {
-				dst = append(dst, e.export())
+				dst = append(dst, s.fold(key, e.tag&^dirtyBit, e.export(), now)) // (a floor leaves folded in: floor.go)
 			}
 			s.remove(i)
 		}
 	}
+	s.forgetFloor(key)
 	return dst
 }
 
@@ -182,6 +184,7 @@ func (l *Limiter) import1(key string, st State, mark bool) bool {
 	e.st = stateOf(st)
 	s.bytes += e.st.bytes()
 	s.holes.forget(key) // a record left from before is not this state's (holes.go)
+	s.forgetFloor(key)  // nor a floor: the state came with any it had folded in
 	if mark && s.track {
 		e.tag |= dirtyBit
 		s.dirty = append(s.dirty, i)
@@ -208,7 +211,8 @@ func (l *Limiter) Range(f func(key string, s State) bool) {
 		s.mu.Lock()
 		s.indexRange(func(j int32) {
 			if e := s.at(j); e.live(now) {
-				buf = append(buf, kv{s.keyOut(j), e.export()})
+				k := s.keyOut(j)
+				buf = append(buf, kv{k, s.fold(k, e.tag&^dirtyBit, e.export(), now)})
 			}
 		})
 		s.mu.Unlock()
@@ -235,7 +239,8 @@ func (l *Limiter) Drain(f func(key string, s State)) {
 			if e := s.at(j); e.tag&dirtyBit != 0 {
 				e.tag &^= dirtyBit
 				if e.live(now) {
-					f(s.keepKey(j), e.export())
+					k := s.keepKey(j)
+					f(k, s.fold(k, e.tag&^dirtyBit, e.export(), now))
 				}
 			}
 		}

@@ -62,6 +62,7 @@ type shard struct {
 
 	dirty, spare []int32     // slots changed since the last Drain (some may since have been freed or reused)
 	holes        holeRecords // the buckets' cancelled reservations that could not come back yet (holes.go)
+	floors       floors      // the leased token buckets' floors (floor.go)
 	l            *Limiter
 	nkeys        int
 	used         int32 // slots ever handed out; slots below it are in use or on the free list
@@ -90,7 +91,7 @@ type shard struct {
 	keys keyArena // the bytes of keys longer than inlineKey
 	logs logSlab  // the headers of the sliding logs held
 
-	_ [40]byte // to a whole number of cache lines
+	_ [32]byte // to a whole number of cache lines
 }
 
 // A shard is a whole number of cache lines (see shard).
@@ -451,9 +452,13 @@ func (s *shard) apply(d *ringlimit.Decision, key string, frag uint32, rule ringl
 		// The common case: a key that holds a live state under this rule,
 		// which keeps no log (its bytes cannot change), decides in place.
 		if e := s.at(i); e.tag&^dirtyBit == tagOf(rule.Algorithm, 0, &s.p) && e.until > now {
+			var keep int64 // (until when a leased bucket's floor keeps it: floor.go)
+			if rule.Algorithm == ringlimit.TokenBucket && s.hasFloors() {
+				keep = s.floorAt(key, e.tag&^dirtyBit, &e.st, &s.p, now)
+			}
 			until := decide(d, &e.st, rule.Algorithm, &s.p, now, n, consume)
 			if consume && d.Allowed {
-				e.until = until
+				e.until = max(until, keep)
 				if s.track && e.tag&dirtyBit == 0 {
 					e.tag |= dirtyBit
 					s.dirty = append(s.dirty, i)
@@ -495,7 +500,11 @@ func (s *shard) decideAt(d *ringlimit.Decision, key string, frag uint32, i int32
 	if st.log != nil {
 		ring = st.log.buf
 	}
-	until := decide(d, st, alg, p, now, n, consume)
+	var keep int64
+	if idx == 0 && alg == ringlimit.TokenBucket && s.hasFloors() {
+		keep = s.floorAt(key, tag, st, p, now) // (a state started afresh too: it starts at the floor)
+	}
+	until := max(decide(d, st, alg, p, now, n, consume), keep)
 	if consume && d.Allowed {
 		if !ok {
 			i = s.insert(key, frag, idx, now)
@@ -567,8 +576,25 @@ func (s *shard) applyAll(ds []ringlimit.Decision, key string, frag uint32, rules
 	if !consume {
 		n = 1
 	}
-	if consume && !s.l.hooks.skipFast() && s.inPlace(ds, rules, &slots, &es, now, n) {
+	// A leased token bucket at index 0 (AllowN's state) decides on its
+	// state settled to its floor (floor.go), in place if it is live, else
+	// on the general path's copy (inPlace would start it from empty).
+	floor0 := rules[0].Algorithm == ringlimit.TokenBucket && s.hasFloors()
+	var keep0 int64
+	fast := true
+	if floor0 {
+		tag := tagOf(ringlimit.TokenBucket, 0, &s.multi[0].p)
+		if e := es[0]; e != nil && e.until > now && e.tag&^dirtyBit == tag {
+			keep0 = s.floorAt(key, tag, &e.st, &s.multi[0].p, now)
+		} else if f, ok := s.floors.m[key]; ok && f.tag == tag {
+			fast = false
+		}
+	}
+	if consume && fast && !s.l.hooks.skipFast() && s.inPlace(ds, rules, &slots, &es, now, n) {
 		s.l.hooks.decidedFast()
+		if e := es[0]; keep0 != 0 && ds[0].Allowed {
+			e.until = max(e.until, keep0)
+		}
 		s.exhaustedAll(ds, key, frag, rules, now)
 		return true, nil
 	}
@@ -604,7 +630,13 @@ func (s *shard) applyAll(ds []ringlimit.Decision, key string, frag uint32, rules
 				}
 			}
 		}
+		if j == 0 && floor0 {
+			keep0 = max(keep0, s.floorAt(key, tag, st, &s.multi[0].p, now))
+		}
 		untils[j] = decide(&ds[j], st, r.Algorithm, &s.multi[j].p, now, n, consume && r.Algorithm != ringlimit.SlidingLog)
+		if j == 0 {
+			untils[0] = max(untils[0], keep0)
+		}
 		all = all && ds[j].Allowed
 	}
 	if !consume {
@@ -779,5 +811,6 @@ func (s *shard) reset(key string, frag uint32) {
 		}
 	}
 	s.holes.forget(key)
+	s.forgetFloor(key) // (the node revokes the key's leases: they were the state's before)
 	s.mu.Unlock()
 }

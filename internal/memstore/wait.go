@@ -219,7 +219,14 @@ func (s *shard) reserve(r *Reservation, key string, frag uint32, rule ringlimit.
 	// A bucket: the hits go in now, and act when the bucket allows them:
 	// a token bucket's once its level is back within the capacity, a leaky
 	// bucket's when the queue ahead of them has drained (the Delay AllowN
-	// would give them, which WaitN waits too).
+	// would give them, which WaitN waits too). A leased token bucket's
+	// level is first settled to its floor (floor.go); the floor is never
+	// above the capacity, so it does not hold up the hits' level on its
+	// way down to it.
+	var keep int64
+	if alg == ringlimit.TokenBucket && s.hasFloors() {
+		keep = s.floorAt(key, tag, &st, p, now)
+	}
 	t := max(now, st.b)
 	level := drain(st.a, t-st.b, p.limit)
 	after, full := level+n*p.window, p.burst*p.window
@@ -241,7 +248,7 @@ func (s *shard) reserve(r *Reservation, key string, frag uint32, rule ringlimit.
 	if after > full+maxQueue {
 		return fmt.Errorf("local: reserve %d on %s: the queue reaches no further: %w", n, strconv.Quote(key), ringlimit.ErrWaitTooLong)
 	}
-	until := t + p.perLimit.ceil(after)
+	until := max(t+p.perLimit.ceil(after), keep)
 	if !ok {
 		i = none
 	}
@@ -330,6 +337,10 @@ func (s *shard) cancel(r *Reservation, frag uint32, now int64) {
 		s.l.stale.Add(1)
 		return
 	}
+	var keep int64
+	if r.rule.Algorithm == ringlimit.TokenBucket && s.hasFloors() {
+		keep = s.floorAt(r.key, e.tag&^dirtyBit, &e.st, p, now) // (a level the cancel takes below the floor comes back to it at the next settle)
+	}
 	t := max(now, e.st.b)
 	if t >= r.act {
 		return // its turn came: the hits are spent
@@ -351,7 +362,7 @@ func (s *shard) cancel(r *Reservation, frag uint32, now int64) {
 		return
 	}
 	e.st.a, e.st.b = nl, t
-	e.until = t + p.perLimit.ceil(nl)
+	e.until = max(t+p.perLimit.ceil(nl), keep)
 	*s.denyAt(i) = 0
 	if s.track && e.tag&dirtyBit == 0 {
 		e.tag |= dirtyBit
