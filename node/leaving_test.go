@@ -18,7 +18,7 @@ import (
 // dropped it met the closed port, and a rolling restart without a store
 // failed open and admitted 101 of 100.)
 func TestUnreachableLeaverIsRoutedPast(t *testing.T) {
-	c := nodetest.Start(t, 3, nil)
+	c := nodetest.Start(t, 3, func(cfg *node.Config) { cfg.Gossip = settledGossip })
 	c.WaitSettled(t, 10*time.Second)
 	a, b, leaver := c.Nodes[0], c.Nodes[1], c.Nodes[2]
 	rule := ringlimit.Rule{Algorithm: ringlimit.FixedWindow, Limit: 10, Window: time.Hour}

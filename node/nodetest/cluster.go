@@ -93,7 +93,12 @@ func (c *Cluster) Add(t testing.TB) *node.Node {
 // WaitSettled waits until every node of c sees all of them and no ring
 // change is open on any (Stats().Changing): keys are where the ring says.
 // Right after Start a change can still be open, and a key picked by the
-// ring may be decided by its previous holder for a moment.
+// ring may be decided by its previous holder for a moment. A change that
+// some member never says Done for keeps Changing true for HandoffWindow
+// after it (10 s by default): a timeout shorter than that fails on any
+// ring change after the members converged, such as a live member that the
+// gossip preset wrongly declared failed and that came back (GossipFast on
+// a starved host).
 func (c *Cluster) WaitSettled(t testing.TB, timeout time.Duration) {
 	t.Helper()
 	c.WaitMembers(t, timeout, c.Nodes...)
@@ -111,7 +116,8 @@ func (c *Cluster) WaitSettled(t testing.TB, timeout time.Duration) {
 		}
 		if time.Now().After(deadline) {
 			for _, nd := range c.Nodes {
-				t.Logf("%s sees %v, changing %v", nd.Name(), nd.Members(), nd.Stats().Changing)
+				st := nd.Stats()
+				t.Logf("%s sees %v, changing %v, ring changes open %d", nd.Name(), nd.Members(), st.Changing, st.Sources)
 			}
 			t.Fatalf("nodetest: the cluster did not settle within %s", timeout)
 		}
